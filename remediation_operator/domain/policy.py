@@ -1,0 +1,209 @@
+"""A RemediationPolicy as plain, validated, immutable values.
+
+The API layer parses and validates YAML into these; the planner only ever sees these. Nothing
+here knows about Kubernetes objects, so the same values drive the operator and the simulator.
+Defaults live here once; the pydantic models and docs/policy.md take them from these constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+from remediation_operator.domain.selectors import LabelSelector
+
+
+class Action(StrEnum):
+    """The ladder's rungs, cheapest first."""
+
+    Cordon = "Cordon"
+    Drain = "Drain"
+    GPUReset = "GPUReset"
+    Reboot = "Reboot"
+    Replace = "Replace"
+
+
+LADDER_ORDER: tuple[Action, ...] = (
+    Action.Cordon,
+    Action.Drain,
+    Action.GPUReset,
+    Action.Reboot,
+    Action.Replace,
+)
+"""A ladder may skip rungs but never goes down: each step's action comes later here."""
+
+DISRUPTIVE: frozenset[Action] = frozenset(
+    {Action.Drain, Action.GPUReset, Action.Reboot, Action.Replace}
+)
+"""Steps that take work away from a node; budgets, rate limit and evidence rules apply."""
+
+
+class Mode(StrEnum):
+    Enforce = "Enforce"
+    DryRun = "DryRun"
+
+
+class OnTimeout(StrEnum):
+    """What a step's timeout leads to. Force is meaningful for Drain only (delete the pods)."""
+
+    Escalate = "Escalate"
+    Force = "Force"
+
+
+class OnExhausted(StrEnum):
+    """What happens when the last step of a ladder has run and the fault is still there."""
+
+    Hold = "Hold"
+    """Keep the node quarantined and wait for the fault to clear (then recover as usual)."""
+    Fail = "Fail"
+    """End the Remediation as Failed and leave the node cordoned for a human."""
+
+
+class Executor(StrEnum):
+    Job = "Job"
+    NodeAgent = "NodeAgent"
+    Noop = "Noop"
+
+
+class ReplaceProvider(StrEnum):
+    Karpenter = "Karpenter"
+    DeleteNode = "DeleteNode"
+    Manual = "Manual"
+
+
+DEFAULT_TOLERATE = timedelta(0)
+DEFAULT_RETRIES = 3
+DEFAULT_HEALTHY_FOR = timedelta(minutes=10)
+DEFAULT_STARTUP_GRACE = timedelta(minutes=5)
+DEFAULT_HISTORY_WINDOW = timedelta(hours=168)
+DEFAULT_HISTORY_MAX_EPISODES = 3
+DEFAULT_CIRCUIT_MIN_NODES = 5
+DEFAULT_CIRCUIT_COOLDOWN = timedelta(minutes=15)
+
+
+@dataclass(frozen=True)
+class ConditionMatch:
+    """One way a Node condition can signal a fault. All given fields must match.
+
+    `reason` is a regular expression matched against the whole reason. `stale_after` makes a
+    condition whose `lastHeartbeatTime` is older than that a fault on its own (fail closed:
+    such evidence may cordon, never disrupt).
+    """
+
+    type: str
+    status: str | None = None
+    reason: str | None = None
+    stale_after: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Action
+    timeout: timedelta | None = None
+    """How long the step may take before it counts as a permanent failure. None: no limit."""
+    escalate_after: timedelta = timedelta(0)
+    """After the step succeeded, how long the fault may persist before the next step."""
+    retries: int = DEFAULT_RETRIES
+    """How many transient failures are retried (with backoff, within timeout)."""
+    on_timeout: OnTimeout = OnTimeout.Escalate
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A named failure type: how it is recognised, how long it is tolerated, what is done."""
+
+    name: str
+    match: tuple[ConditionMatch, ...]
+    ladder: tuple[Step, ...]
+    tolerate: timedelta = DEFAULT_TOLERATE
+    on_exhausted: OnExhausted = OnExhausted.Hold
+
+
+@dataclass(frozen=True)
+class Recovery:
+    healthy_for: timedelta = DEFAULT_HEALTHY_FOR
+
+
+@dataclass(frozen=True)
+class History:
+    """Repeat offenders: `max_episodes` incidents within `window` send the next one to `then`."""
+
+    window: timedelta = DEFAULT_HISTORY_WINDOW
+    max_episodes: int = DEFAULT_HISTORY_MAX_EPISODES
+    then: Action = Action.Replace
+
+
+@dataclass(frozen=True)
+class Budget:
+    """At most `nodes` (an integer or a percentage, rounded up) in the listed actions at once.
+
+    `nodes` is kept as written so that an invalid value can fail closed (allow zero) and be
+    reported, as Karpenter does. With `schedule` (cron, UTC) and `duration` the budget is active
+    only in the windows the schedule opens.
+    """
+
+    nodes: str
+    actions: frozenset[Action] = DISRUPTIVE
+    schedule: str | None = None
+    duration: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `max` new disruptive steps started per sliding window `per`."""
+
+    max: int
+    per: timedelta
+
+
+@dataclass(frozen=True)
+class CircuitBreaker:
+    """No new remediation while more than `max_unhealthy` of a group shows a fault at once."""
+
+    max_unhealthy: str
+    min_nodes: int = DEFAULT_CIRCUIT_MIN_NODES
+    cooldown: timedelta = DEFAULT_CIRCUIT_COOLDOWN
+    group_by: str | None = None
+
+
+@dataclass(frozen=True)
+class ActionExecutor:
+    """How GPUReset or Reboot is carried out. `job_template` is a batch/v1 Job spec template."""
+
+    executor: Executor = Executor.Job
+    job_template: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Actions:
+    gpu_reset: ActionExecutor = field(default_factory=ActionExecutor)
+    reboot: ActionExecutor = field(default_factory=ActionExecutor)
+    replace: ReplaceProvider = ReplaceProvider.Karpenter
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    faults: tuple[Fault, ...]
+    """Ordered by severity: a node matching several faults takes the first one listed."""
+    generation: int = 1
+    node_selector: LabelSelector = field(default_factory=LabelSelector)
+    mode: Mode = Mode.Enforce
+    paused: bool = False
+    pause_requests: tuple[str, ...] = ()
+    recovery: Recovery = field(default_factory=Recovery)
+    history: History | None = None
+    budgets: tuple[Budget, ...] = ()
+    rate: Rate | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    require_approval: frozenset[Action] = frozenset()
+    actions: Actions = field(default_factory=Actions)
+    startup_grace: timedelta = DEFAULT_STARTUP_GRACE
+    """A node younger than this is not remediated: GPU software takes minutes to come up."""
+
+    @property
+    def is_paused(self) -> bool:
+        return self.paused or bool(self.pause_requests)

@@ -1,0 +1,91 @@
+"""The one vocabulary of reasons shared by events, status, conditions, logs and metric labels.
+
+Every decision the operator takes, and every decision not to act, carries one of these
+CamelCase words plus a one-sentence message. Keeping them in one enum means a reason seen in
+`kubectl get remediations` can be grepped in logs and graphed in Prometheus unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    # Detection and tolerance
+    FaultDetected = "FaultDetected"
+    """A condition matched a fault of the policy; a Remediation was opened."""
+    Tolerating = "Tolerating"
+    """The fault is present but has not lasted the fault's `tolerate` window yet."""
+    NodeStarting = "NodeStarting"
+    """The node joined recently; faults are tolerated while GPU software comes up."""
+    EvidenceInsufficient = "EvidenceInsufficient"
+    """Only a stale heartbeat or an Unknown status: cordon is allowed, nothing disruptive."""
+
+    # Steps
+    StepStarted = "StepStarted"
+    StepSucceeded = "StepSucceeded"
+    StepRetrying = "StepRetrying"
+    """A step ended in a transient failure and will be retried with backoff."""
+    StepFailed = "StepFailed"
+    """A step ended in a permanent failure; the ladder escalates at once."""
+    StepTimedOut = "StepTimedOut"
+    """A step did not complete within its timeout (a permanent failure)."""
+    Escalating = "Escalating"
+    """The fault outlived the step's `escalateAfter`; the next step of the ladder follows."""
+    WaitingToEscalate = "WaitingToEscalate"
+    """The step is done; the fault is watched for `escalateAfter` before the next step."""
+    RepeatOffender = "RepeatOffender"
+    """The node had `history.maxEpisodes` incidents in the window; the ladder skips ahead."""
+    LadderExhausted = "LadderExhausted"
+    """Every step ran and the fault remains; the ladder's `onExhausted` says what happens."""
+
+    # Step specifics
+    AlreadyCordoned = "AlreadyCordoned"
+    """Someone else had cordoned the node; we will not uncordon it."""
+    DrainBlockedByPDB = "DrainBlockedByPDB"
+    """An eviction was refused by a PodDisruptionBudget; retried with backoff."""
+    DrainForced = "DrainForced"
+    """The drain timed out and the policy says force: remaining pods were deleted."""
+    WaitingForReboot = "WaitingForReboot"
+    """The reboot was requested; waiting for a new bootID and Ready=True."""
+    NodeClaimDeleted = "NodeClaimDeleted"
+    """Replace handed the node to Karpenter by deleting its NodeClaim."""
+    ManualReplaceRequested = "ManualReplaceRequested"
+    """Replace is manual: the node is labelled for a human to replace it."""
+    NodeReplaced = "NodeReplaced"
+    """The node (or its NodeClaim) is gone; the incident is closed."""
+
+    # Recovery
+    FaultCleared = "FaultCleared"
+    """The fault is absent; probation (`recovery.healthyFor`) has begun."""
+    FaultReturned = "FaultReturned"
+    """The fault came back during probation; the ladder resumes where it was."""
+    Recovered = "Recovered"
+    """The fault stayed absent through probation; the node is back in service."""
+    FaultGone = "FaultGone"
+    """Re-check before a destructive step found the fault absent; the step was not started."""
+
+    # Things that stop us acting
+    BudgetExhausted = "BudgetExhausted"
+    BudgetInvalid = "BudgetInvalid"
+    RateLimited = "RateLimited"
+    CircuitOpen = "CircuitOpen"
+    CircuitCooldown = "CircuitCooldown"
+    Paused = "Paused"
+    NodeExcluded = "NodeExcluded"
+    AwaitingApproval = "AwaitingApproval"
+    DryRun = "DryRun"
+    """Mode is DryRun: the decision is recorded and announced, nothing is changed."""
+
+    # Cancellation
+    AdminUncordoned = "AdminUncordoned"
+    """An administrator uncordoned the node mid-remediation: we stop and stay out."""
+    NodeDeleted = "NodeDeleted"
+    PolicyDeleted = "PolicyDeleted"
+    NodeNoLongerSelected = "NodeNoLongerSelected"
+
+    # Policy lifecycle
+    PolicyAccepted = "PolicyAccepted"
+    PolicyInvalid = "PolicyInvalid"
+    CircuitClosed = "CircuitClosed"
+    Resumed = "Resumed"

@@ -1,0 +1,104 @@
+"""The state of one incident on one node: what the Remediation object's status holds.
+
+All state lives here (and so in the Remediation's status) so that an operator that crashes
+at any point resumes from it: the episode clock, the current step and attempt, what we did to
+the node (did we cordon it?) and a record of every step with its start and outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from remediation_operator.domain.policy import Action
+from remediation_operator.domain.reasons import Reason
+
+
+class Phase(StrEnum):
+    Pending = "Pending"
+    """Fault seen, tolerance window running; nothing done yet."""
+    Running = "Running"
+    """A step is in progress."""
+    Waiting = "Waiting"
+    """The current step is done; watching the fault until escalateAfter passes."""
+    Blocked = "Blocked"
+    """The next step is due but held back (budget, rate, breaker, pause, approval)."""
+    Recovering = "Recovering"
+    """The fault is absent; probation runs before the node returns to service."""
+    Succeeded = "Succeeded"
+    Failed = "Failed"
+    Cancelled = "Cancelled"
+
+
+TERMINAL_PHASES: frozenset[Phase] = frozenset({Phase.Succeeded, Phase.Failed, Phase.Cancelled})
+
+
+class Outcome(StrEnum):
+    """The step outcome contract (DESIGN section 3)."""
+
+    Succeeded = "Succeeded"
+    TransientFailure = "TransientFailure"
+    """Retried with backoff within the step's timeout."""
+    PermanentFailure = "PermanentFailure"
+    """Escalate at once. A timeout is a permanent failure."""
+    Cancelled = "Cancelled"
+    """The step was abandoned: the fault cleared, an admin intervened, the node went away."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    action: Action
+    attempt: int
+    started_at: datetime
+    reason: Reason
+    message: str
+    finished_at: datetime | None = None
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
+class ObservedCondition:
+    """The node condition that matched, as it was seen when the incident opened."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    last_heartbeat_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RemediationState:
+    name: str
+    node: str
+    policy: str
+    fault: str
+    phase: Phase
+    reason: Reason
+    message: str
+    started_at: datetime
+    """The episode clock: when we first saw this incident. Never reset by a flapping reason."""
+    condition: ObservedCondition | None = None
+    step_index: int | None = None
+    """Index into the fault's ladder of the current (or last) step; None before the first."""
+    step: Action | None = None
+    attempt: int = 0
+    """Attempt number of the current step, starting at 1 (retries after transient failures)."""
+    step_started_at: datetime | None = None
+    step_finished_at: datetime | None = None
+    next_check_at: datetime | None = None
+    cordoned_by_us: bool = False
+    """We set spec.unschedulable ourselves; only then do we uncordon on recovery."""
+    boot_id_at_step_start: str | None = None
+    """bootID when Reboot began; a different one (and Ready=True) confirms the reboot."""
+    healthy_since: datetime | None = None
+    """Start of probation: when the fault was last seen absent after being present."""
+    finished_at: datetime | None = None
+    steps: tuple[StepRecord, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES

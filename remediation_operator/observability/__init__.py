@@ -1,0 +1,1 @@
+"""Structured logs and Prometheus metrics, both fed from the decisions the engine carried out."""
