@@ -1,0 +1,80 @@
+"""What the planner asks the engine to do: effects collected once, then applied once.
+
+Each effect is idempotent when applied (applying it twice leaves the same state), so an engine
+that crashed half-way can apply a plan again. In DryRun the planner emits only `Announce`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from remediation_operator.domain.policy import Action, ReplaceProvider
+from remediation_operator.domain.reasons import Reason
+
+
+@dataclass(frozen=True)
+class Cordon:
+    """Set spec.unschedulable and our quarantine taint."""
+
+    node: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """Remove our taint and do-not-disrupt annotation; uncordon only if `uncordon`."""
+
+    node: str
+    uncordon: bool
+
+
+@dataclass(frozen=True)
+class ProtectFromConsolidation:
+    """Set (or, with on=False, remove) `karpenter.sh/do-not-disrupt: "true"` on the Node."""
+
+    node: str
+    on: bool
+
+
+@dataclass(frozen=True)
+class Evict:
+    """Evict every evictable pod on the node (Eviction API); `force` deletes them instead."""
+
+    node: str
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class RunExecutor:
+    """Start the GPUReset or Reboot executor; named from the Remediation and attempt."""
+
+    node: str
+    remediation: str
+    action: Action
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Replace:
+    node: str
+    provider: ReplaceProvider
+
+
+class Severity(StrEnum):
+    Normal = "Normal"
+    Warning = "Warning"
+
+
+@dataclass(frozen=True)
+class Announce:
+    """An explained decision: an Event on the Node and Remediation, a log line, a metric."""
+
+    node: str
+    remediation: str | None
+    reason: Reason
+    message: str
+    severity: Severity = Severity.Normal
+    action: Action | None = None
+
+
+Effect = Cordon | Release | ProtectFromConsolidation | Evict | RunExecutor | Replace | Announce

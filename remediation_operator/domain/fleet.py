@@ -1,0 +1,112 @@
+"""What the planner sees of the world: a snapshot of nodes, incidents and step progress.
+
+The engine builds a snapshot from the cluster (or the simulator from its model); the planner
+reads nothing else. Only facts the planner needs are here, already reduced to plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from remediation_operator.domain.policy import Action
+from remediation_operator.domain.remediation import RemediationState
+
+EXCLUDE_LABEL = "remediation.gpuops.io/exclude"
+"""`remediation.gpuops.io/exclude=true` on a Node keeps the operator away from it."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_heartbeat_time: datetime | None = None
+    last_transition_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    conditions: tuple[Condition, ...] = ()
+    unschedulable: bool = False
+    """spec.unschedulable, whoever set it."""
+    quarantined: bool = False
+    """The node carries our `remediation.gpuops.io/quarantine:NoSchedule` taint."""
+    boot_id: str = ""
+    created_at: datetime | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def ready(self) -> bool:
+        ready = self.condition("Ready")
+        return ready is not None and ready.status == "True"
+
+    @property
+    def excluded(self) -> bool:
+        return self.labels.get(EXCLUDE_LABEL) == "true"
+
+
+class Progress(StrEnum):
+    """How far the current step's executor got, as the engine observed it."""
+
+    Absent = "Absent"
+    """Nothing started yet (no Job, no request annotation, no eviction issued)."""
+    InProgress = "InProgress"
+    Succeeded = "Succeeded"
+    Failed = "Failed"
+
+
+@dataclass(frozen=True)
+class StepObservation:
+    """What the engine learned about the current step that the NodeView does not show.
+
+    Drain: Succeeded when no evictable pod remains, else InProgress (`blocked_by_pdb` when an
+    eviction was refused with 429). GPUReset/Reboot: the executor's Job or agent acknowledgement
+    (Reboot's success is still confirmed by bootID and Ready on the NodeView). Replace:
+    Succeeded when the NodeClaim (or Node) is gone.
+    """
+
+    action: Action
+    attempt: int
+    progress: Progress
+    message: str = ""
+    blocked_by_pdb: bool = False
+    permanent: bool = False
+    """With Failed: the failure cannot be retried (escalate at once)."""
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """The circuit breaker of one group, persisted in the policy's status between plans."""
+
+    open: bool = False
+    opened_at: datetime | None = None
+    healthy_since: datetime | None = None
+    """When the group's unhealthy fraction last dropped to the threshold or below (cooldown)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    nodes: Mapping[str, NodeView]
+    """Every node the policy selects, by name (others never count toward budgets)."""
+    active: Mapping[str, RemediationState] = field(default_factory=dict)
+    """Non-terminal Remediations of this policy, by node name (at most one per node)."""
+    finished: tuple[RemediationState, ...] = ()
+    """Terminal Remediations still retained: the history and the rate limit's memory."""
+    observations: Mapping[str, StepObservation] = field(default_factory=dict)
+    """By node name, for the current step of an active Remediation."""
+    approvals: Mapping[str, frozenset[Action]] = field(default_factory=dict)
+    """By node name: actions approved on its active Remediation (annotation)."""
+    breakers: Mapping[str, BreakerState] = field(default_factory=dict)
+    """By group value (the `groupBy` label's value, or "" when ungrouped)."""
+    not_ready_elsewhere: frozenset[str] = frozenset()
+    """Selected nodes that are NotReady without a Remediation of ours: they count toward budgets."""
+    focus: frozenset[str] | None = None
+    """Plan only these nodes (the others still count for budgets and breaker); None: all."""
