@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+HELM := $(BIN)/helm
 
-.PHONY: install test lint crds demo bench reliability e2e-kind clean
+.PHONY: install test lint crds chart-check demo sandbox bench reliability e2e-kind clean
 
 install: $(STAMP)
 
@@ -15,17 +16,30 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-test: install
+$(HELM): scripts/install_helm.py | $(STAMP)
+	$(BIN)/python scripts/install_helm.py $(HELM)
+
+test: install $(HELM)
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check remediation_operator tests
-	$(BIN)/ruff format --check remediation_operator tests
+	$(BIN)/ruff check remediation_operator tests scripts bench
+	$(BIN)/ruff format --check remediation_operator tests scripts bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator/crds --docs docs/policy.md --check
 
 crds: install
-	$(BIN)/remediation-operator crds --out crds
+	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator/crds --docs docs/policy.md
+
+demo: install
+	$(BIN)/remediation-operator demo
+
+sandbox: install
+	$(BIN)/remediation-operator sandbox --nodes 16 --fault-rate 2 --speed demo --kubeconfig .sandbox/kubeconfig
+
+chart-check: install $(HELM)
+	$(BIN)/python -m tests.chart.chart_check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -56,6 +56,8 @@ class RunExecutor:
 
 @dataclass(frozen=True)
 class Replace:
+    """Give the node back: delete its NodeClaim (Karpenter), the Node, or ask a human (Manual)."""
+
     node: str
     provider: ReplaceProvider
 
@@ -67,7 +69,11 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True)
 class Announce:
-    """An explained decision: an Event on the Node and Remediation, a log line, a metric."""
+    """An explained decision: an Event on the Node and Remediation, a log line, a metric.
+
+    `node` is "" (and `remediation` None) for a decision about the policy as a whole, such as
+    a circuit breaker opening or closing; `group` then names the breaker's group.
+    """
 
     node: str
     remediation: str | None
@@ -75,6 +81,7 @@ class Announce:
     message: str
     severity: Severity = Severity.Normal
     action: Action | None = None
+    group: str | None = None
 
 
 Effect = Cordon | Release | ProtectFromConsolidation | Evict | RunExecutor | Replace | Announce

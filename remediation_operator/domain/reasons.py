@@ -89,3 +89,9 @@ class Reason(StrEnum):
     PolicyInvalid = "PolicyInvalid"
     CircuitClosed = "CircuitClosed"
     Resumed = "Resumed"
+
+    # Added with the decision core
+    FaultRemoved = "FaultRemoved"
+    """The policy no longer defines the incident's fault; the Remediation is cancelled."""
+    ModeChanged = "ModeChanged"
+    """A DryRun incident under a policy that now enforces: closed, a real one opens."""

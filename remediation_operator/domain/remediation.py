@@ -7,6 +7,8 @@ the node (did we cordon it?) and a record of every step with its start and outco
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -98,7 +100,36 @@ class RemediationState:
     finished_at: datetime | None = None
     steps: tuple[StepRecord, ...] = ()
     dry_run: bool = False
+    step_outcome: Outcome | None = None
+    """How the current step ended once `step_finished_at` is set (Cancelled: interrupted)."""
+    repeat_offender: bool = False
+    """History sent this episode ahead: after the cordon it jumps to `history.then`."""
 
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
+
+
+MAX_NAME = 253
+"""A Remediation's name is a DNS subdomain: at most 253 characters."""
+
+
+def name_for(node: str, started_at: datetime, taken: Collection[str] = ()) -> str:
+    """`<node>-<yyyymmdd>t<hhmm>` (UTC), unique among `taken` and valid for any node name.
+
+    A second episode of the same node in the same minute gets seconds too (`t110215`). When
+    the node name is too long, it is cut and a hash of the whole name keeps the result unique.
+    """
+    for fmt in ("%Y%m%dt%H%M", "%Y%m%dt%H%M%S"):
+        name = _fit(node.lower(), "-" + started_at.strftime(fmt))
+        if name not in taken:
+            return name
+    return name
+
+
+def _fit(node: str, suffix: str) -> str:
+    if len(node) + len(suffix) <= MAX_NAME:
+        return node + suffix
+    digest = "-" + hashlib.sha256(node.encode()).hexdigest()[:10]
+    keep = MAX_NAME - len(suffix) - len(digest)
+    return node[:keep].rstrip("-.") + digest + suffix

@@ -1,0 +1,149 @@
+"""Rules a policy must follow that a schema cannot say: order, uniqueness, fields that go together.
+
+They run on a spec that already passed the schema, and each names the field to change:
+- a ladder climbs: actions in `LADDER_ORDER`, none twice (a rung may be skipped);
+- a ladder that does not end in Replace sets `onExhausted` (docs/decisions.md D1);
+- `onTimeout: Force` only on Drain, and only with a `timeout` to run out;
+- fault names are unique (they name Remediations and metric labels);
+- a budget's `schedule` and `duration` come together, and the window is longer than zero;
+- budgets limit disruptive actions only (Cordon takes no work away; the breaker limits it);
+- Cordon cannot require approval: it is the safe step that keeps new work off a faulty node
+  while a human decides, and waiting for approval to cordon would keep scheduling onto it;
+- label selector requirements follow Kubernetes' rules (In/NotIn need values, Exists does not).
+"""
+
+from __future__ import annotations
+
+from remediation_operator.api.field_errors import FieldError
+from remediation_operator.api.policy import Budget, Fault, LabelSelector, RemediationPolicySpec
+from remediation_operator.domain import durations
+from remediation_operator.domain.policy import DISRUPTIVE, LADDER_ORDER, Action, OnTimeout
+from remediation_operator.domain.selectors import Operator
+
+_ORDER_TEXT = ", ".join(LADDER_ORDER)
+
+
+def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]:
+    errors: list[FieldError] = []
+    errors += _selector(spec.node_selector, f"{prefix}.nodeSelector")
+    seen: dict[str, int] = {}
+    for i, fault in enumerate(spec.faults):
+        path = f"{prefix}.faults[{i}]"
+        if fault.name in seen:
+            errors.append(
+                FieldError(
+                    f"{path}.name",
+                    f"duplicate fault name {fault.name!r} (also faults[{seen[fault.name]}])",
+                )
+            )
+        seen.setdefault(fault.name, i)
+        errors += _fault(fault, path)
+    for i, budget in enumerate(spec.budgets):
+        errors += _budget(budget, f"{prefix}.budgets[{i}]")
+    for i, action in enumerate(spec.require_approval):
+        if action is Action.Cordon:
+            errors.append(
+                FieldError(
+                    f"{prefix}.requireApproval[{i}]",
+                    "Cordon cannot require approval: it is the safe step that keeps new work off"
+                    " a faulty node while a human decides",
+                )
+            )
+    return errors
+
+
+def _fault(fault: Fault, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    previous: tuple[int, Action] | None = None
+    for k, step in enumerate(fault.ladder):
+        here = f"{path}.ladder[{k}]"
+        rank = LADDER_ORDER.index(step.action)
+        if previous is not None:
+            before_k, before = previous
+            if step.action is before:
+                errors.append(
+                    FieldError(
+                        f"{here}.action",
+                        f"{step.action} appears twice (also ladder[{before_k}]); use `retries`"
+                        " to try a step again",
+                    )
+                )
+            elif rank < LADDER_ORDER.index(before):
+                errors.append(
+                    FieldError(
+                        f"{here}.action",
+                        f"{step.action} comes after {before} (ladder[{before_k}]); steps go in"
+                        f" the order {_ORDER_TEXT} (rungs may be skipped, not reversed)",
+                    )
+                )
+        if previous is None or rank > LADDER_ORDER.index(previous[1]):
+            previous = (k, step.action)
+        if step.on_timeout is OnTimeout.Force:
+            if step.action is not Action.Drain:
+                errors.append(
+                    FieldError(
+                        f"{here}.onTimeout",
+                        f"Force applies only to Drain (it deletes pods that could not be"
+                        f" evicted); {step.action} can only Escalate",
+                    )
+                )
+            elif step.timeout is None:
+                errors.append(
+                    FieldError(
+                        f"{here}.timeout",
+                        "is required with onTimeout: Force (Force happens when the timeout"
+                        " runs out)",
+                    )
+                )
+    last = fault.ladder[-1].action
+    if last is not Action.Replace and fault.on_exhausted is None:
+        errors.append(
+            FieldError(
+                f"{path}.onExhausted",
+                f"is required because the ladder ends in {last}, not Replace: say Hold (keep the"
+                " node quarantined until the fault clears) or Fail (close the incident and leave"
+                " the node cordoned for a human)",
+            )
+        )
+    return errors
+
+
+def _budget(budget: Budget, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if budget.schedule is not None and budget.duration is None:
+        errors.append(FieldError(f"{path}.duration", "is required with schedule"))
+    if budget.duration is not None and budget.schedule is None:
+        errors.append(FieldError(f"{path}.schedule", "is required with duration"))
+    if (
+        budget.schedule is not None
+        and budget.duration is not None
+        and durations.parse(budget.duration).total_seconds() <= 0
+    ):
+        errors.append(
+            FieldError(f"{path}.duration", "must be longer than 0s: the window would never open")
+        )
+    if not budget.actions:
+        errors.append(FieldError(f"{path}.actions", "must list at least one action"))
+    for i, action in enumerate(budget.actions):
+        if action not in DISRUPTIVE:
+            errors.append(
+                FieldError(
+                    f"{path}.actions[{i}]",
+                    f"{action} is not disruptive; budgets limit"
+                    f" {', '.join(a for a in LADDER_ORDER if a in DISRUPTIVE)}"
+                    " (the circuit breaker limits cordons)",
+                )
+            )
+    return errors
+
+
+def _selector(selector: LabelSelector, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for i, requirement in enumerate(selector.match_expressions):
+        here = f"{path}.matchExpressions[{i}].values"
+        needs_values = requirement.operator in (Operator.IN, Operator.NOT_IN)
+        if needs_values and not requirement.values:
+            errors.append(FieldError(here, f"is required with operator {requirement.operator}"))
+        if not needs_values and requirement.values:
+            errors.append(FieldError(here, f"must be empty with operator {requirement.operator}"))
+    return errors

@@ -1,0 +1,59 @@
+"""`remediation-operator check-policy FILE...`: validate RemediationPolicy YAML offline.
+
+Runs exactly the validation the operator runs (schema, then semantic rules), so a policy is
+known good before it reaches a cluster. Prints `FILE: ok`, or one line per error naming the
+field. Exit 0 when all are valid, 1 when any is invalid, 2 when a file cannot be read or is not
+YAML (with the line and column).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+SUMMARY = "Validate RemediationPolicy YAML files offline; name every bad field."
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_UNREADABLE = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (multi-document ok)")
+
+
+def _check(path: str) -> tuple[int, list[str]]:
+    import yaml
+
+    from remediation_operator.api import policy_parsing
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return EXIT_UNREADABLE, [f"{path}: cannot read: {exc}"]
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+        problem = getattr(exc, "problem", None) or str(exc)
+        return EXIT_UNREADABLE, [f"{where}: YAML syntax error: {problem}"]
+    if not documents:
+        return EXIT_INVALID, [f"{path}: no YAML document found"]
+    lines: list[str] = []
+    for index, document in enumerate(documents, start=1):
+        label = path if len(documents) == 1 else f"{path} (document {index})"
+        lines += [f"{label}: {error}" for error in policy_parsing.validate(document)]
+    if lines:
+        return EXIT_INVALID, lines
+    return EXIT_OK, [f"{path}: ok"]
+
+
+def run(args: argparse.Namespace) -> int:
+    worst = EXIT_OK
+    for path in args.files:
+        code, lines = _check(path)
+        for line in lines:
+            print(line)
+        worst = max(worst, code)
+    return worst

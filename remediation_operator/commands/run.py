@@ -1,0 +1,97 @@
+"""`remediation-operator run`: the operator itself (what the Deployment's container runs)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+SUMMARY = "Run the operator: watch nodes and policies, remediate faulty GPU nodes."
+
+
+def _default_identity() -> str:
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metrics-address",
+        default="0.0.0.0:8080",
+        metavar="HOST:PORT",
+        help="serve /metrics, /healthz and /readyz here (default 0.0.0.0:8080)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE") or "remediation-system",
+        help="namespace of the leader Lease and the executor Jobs"
+        " (default: $POD_NAMESPACE, else remediation-system)",
+    )
+    parser.add_argument("--lease-name", default="remediation-operator")
+    parser.add_argument("--lease-duration", default="15s", help="Go duration (default 15s)")
+    parser.add_argument("--renew-deadline", default="10s", help="Go duration (default 10s)")
+    parser.add_argument("--retry-period", default="2s", help="Go duration (default 2s)")
+    parser.add_argument(
+        "--identity",
+        default=_default_identity(),
+        help="this replica's name in the Lease (default: $POD_NAME, else the hostname)",
+    )
+    parser.add_argument(
+        "--job-templates",
+        default=None,
+        metavar="DIR",
+        help="directory with gpu-reset.yaml and reboot.yaml (batch/v1 Job manifests) used"
+        " when a policy gives no jobTemplate",
+    )
+    parser.add_argument(
+        "--retention", default="720h", help="keep finished Remediations this long (720h)"
+    )
+    parser.add_argument("--log-format", default="json", choices=["json", "console"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+    from datetime import timedelta
+
+    from remediation_operator.domain import durations
+    from remediation_operator.handlers import process
+    from remediation_operator.handlers.runtime import Settings
+    from remediation_operator.k8s import executors, leader
+    from remediation_operator.observability import endpoints
+
+    def duration(flag: str, text: str) -> timedelta:
+        try:
+            return durations.parse(text)
+        except durations.DurationError as error:
+            raise ValueError(f"{flag}: {error}") from error
+
+    try:
+        timings = leader.Timings(
+            lease_duration=duration("--lease-duration", args.lease_duration),
+            renew_deadline=duration("--renew-deadline", args.renew_deadline),
+            retry_period=duration("--retry-period", args.retry_period),
+        )
+        templates = executors.load_templates(args.job_templates)
+        address = endpoints.Address.parse(args.metrics_address)
+        retention = duration("--retention", args.retention)
+    except ValueError as error:
+        print(f"remediation-operator run: {error}", file=sys.stderr)
+        return 2
+    settings = Settings(
+        namespace=args.namespace,
+        lease_name=args.lease_name,
+        identity=args.identity,
+        timings=timings,
+        retention=retention,
+        job_templates=templates,
+    )
+    return process.main(
+        process.Options(
+            settings=settings,
+            metrics_address=address,
+            log_format=args.log_format,
+            log_level=args.log_level,
+        )
+    )

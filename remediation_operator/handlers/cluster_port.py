@@ -1,0 +1,90 @@
+"""The engine's ClusterPort over the Kubernetes API (`k8s/`), errors translated.
+
+`k8s/` may not import the engine (it is a lower layer), so this thin adapter in the runtime
+layer joins the two: each method calls one `k8s` operation and converts its result into the
+engine's values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from remediation_operator.domain.fleet import Progress
+from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
+from remediation_operator.engine.ports import DrainStatus, ExecutorStatus, NotFound, Transient
+from remediation_operator.handlers.port_errors import mapped
+from remediation_operator.k8s import nodes, replace
+from remediation_operator.k8s.client import Client
+from remediation_operator.k8s.drain import Drained, Drainer
+from remediation_operator.k8s.executors import Executors
+
+
+def _drain_status(drained: Drained) -> DrainStatus:
+    return DrainStatus(
+        remaining=drained.remaining,
+        blocked_by_pdb=drained.blocked_by_pdb,
+        attempted=drained.attempted,
+        message=drained.message,
+    )
+
+
+class KubernetesCluster:
+    def __init__(
+        self,
+        client: Client,
+        namespace: str,
+        templates: Mapping[Action, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._client = client
+        self._drainer = Drainer(client)
+        self._executors = Executors(client, namespace, templates)
+
+    async def drain_status(self, node: str) -> DrainStatus:
+        async with mapped():
+            await nodes.read(self._client, node)  # NotFound when the node is gone
+            return _drain_status(await self._drainer.status(node))
+
+    async def executor_status(
+        self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor
+    ) -> ExecutorStatus:
+        async with mapped():
+            status = await self._executors.status(node, remediation, action, attempt, executor)
+        return ExecutorStatus(status.progress, status.message, status.permanent)
+
+    async def replacement_status(self, node: str, provider: ReplaceProvider) -> Progress:
+        async with mapped():
+            return await replace.status(self._client, node, provider)
+
+    async def cordon(self, node: str, fault: str) -> None:
+        async with mapped():
+            await nodes.cordon(self._client, node, fault)
+
+    async def release(self, node: str, uncordon: bool) -> None:
+        async with mapped():
+            await nodes.release(self._client, node, uncordon)
+
+    async def protect_from_consolidation(self, node: str, on: bool) -> None:
+        async with mapped():
+            await nodes.protect_from_consolidation(self._client, node, on)
+
+    async def evict(self, node: str, force: bool) -> DrainStatus:
+        async with mapped():
+            return _drain_status(await self._drainer.evict(node, force))
+
+    async def run_executor(
+        self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor
+    ) -> None:
+        async with mapped():
+            status = await self._executors.start(node, remediation, action, attempt, executor)
+        if status.progress is Progress.Failed:
+            # A template problem: the next observation of this attempt reports it (Absent
+            # until fixed), and the Transient makes the engine log it and wake up again.
+            raise Transient(status.message)
+
+    async def replace(self, node: str, provider: ReplaceProvider) -> None:
+        try:
+            async with mapped():
+                await replace.replace(self._client, node, provider)
+        except replace.NoNodeClaim as error:
+            raise NotFound(str(error)) from error

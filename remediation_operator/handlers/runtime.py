@@ -1,0 +1,361 @@
+"""The operator process's state and wiring: caches, per-policy workers, leadership, metrics.
+
+kopf handlers (in `kopf_handlers`) only hand watch events to this object; everything that
+writes to the cluster runs in the per-policy workers, and only while this replica holds the
+leader Lease. Readiness means "caches synced": the first full list of Nodes, policies and
+Remediations is in memory (a non-leader replica is ready too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from remediation_operator.domain.effects import Announce
+from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.engine import reconciler
+from remediation_operator.engine.ports import Ports
+from remediation_operator.engine.reconciler import Reconciled
+from remediation_operator.handlers import policies
+from remediation_operator.handlers.cluster_port import KubernetesCluster
+from remediation_operator.handlers.drain_watch import DrainWatches
+from remediation_operator.handlers.node_cache import NodeCache
+from remediation_operator.handlers.record_port import KubernetesRecords
+from remediation_operator.handlers.recorder import Recorder
+from remediation_operator.handlers.retention import Janitor
+from remediation_operator.handlers.workers import PolicyWorker, Round
+from remediation_operator.k8s import leader, names, records
+from remediation_operator.k8s.client import ApiError, Client, path
+from remediation_operator.k8s.events import EventRecorder
+from remediation_operator.observability import logs
+from remediation_operator.observability.metrics import Metrics
+
+SYNC_RETRY = timedelta(seconds=2)
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str
+    lease_name: str
+    identity: str
+    timings: leader.Timings
+    retention: timedelta
+    job_templates: Mapping[Action, Mapping[str, Any]]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Runtime:
+    def __init__(self, client: Client, settings: Settings, metrics: Metrics) -> None:
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics
+        self.log = logs.get("remediation_operator.runtime", identity=settings.identity)
+        self.nodes = NodeCache()
+        self.workers: dict[str, PolicyWorker] = {}
+        self.acceptances: dict[str, policies.Acceptance] = {}
+        self._status_written: dict[str, policies.Acceptance] = {}
+        self._approvals: dict[str, str] = {}
+        self._finished_jobs: set[str] = set()
+        self._draining_by: dict[str, str] = {}
+        self._first_seen: dict[str, datetime] = {}
+        self._snapshot_at: dict[str, datetime] = {}
+        """Relevant node changes not yet seen by a plan (for the reaction-time metric)."""
+        self.synced = False
+        self._stopped = False
+        self.elector = leader.Elector(
+            client,
+            namespace=settings.namespace,
+            name=settings.lease_name,
+            identity=settings.identity,
+            timings=settings.timings,
+            on_change=self._leadership,
+            log=self.log,
+        )
+        self.ports = Ports(
+            cluster=KubernetesCluster(client, settings.namespace, settings.job_templates),
+            records=KubernetesRecords(
+                client, EventRecorder(client, settings.identity), node_uid=self.nodes.uid
+            ),
+            recorder=Recorder(metrics),
+        )
+        self.janitor = Janitor(
+            settings.retention,
+            lambda name, rv: records.delete_remediation(client, name, rv),
+            lambda: self.elector.leading,
+            log=self.log,
+        )
+        self.drains = DrainWatches(client, self._pods_changed, log=self.log)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        metrics.leadership(False)
+
+    # Lifecycle -------------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        return self.synced
+
+    def leading(self) -> bool:
+        return self.elector.leading
+
+    async def start(self) -> None:
+        self._spawn("leader-election", self.elector.run())
+        self._spawn("retention", self.janitor.run())
+        self._spawn("initial-sync", self._initial_sync())
+
+    async def stop(self) -> None:
+        """Stop workers and watches, then release the Lease (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await self.drains.close()
+        await self.elector.release()
+        self.metrics.leadership(False)
+        self.log.info("operator_stopped")
+
+    def _spawn(self, name: str, coroutine: Any) -> None:
+        if self._stopped:
+            coroutine.close()
+            return
+        self._tasks[name] = asyncio.create_task(coroutine, name=name)
+
+    async def _initial_sync(self) -> None:
+        """List everything once so that plans never run on a partial picture."""
+        while True:
+            try:
+                listed_nodes = await self.client.get(path("v1", "nodes"))
+                listed_policies = await records.list_policies(self.client)
+                listed_remediations = await records.list_remediations(self.client)
+                break
+            except ApiError as error:
+                self.log.warning("initial_sync_failed", error=str(error))
+                await asyncio.sleep(SYNC_RETRY.total_seconds())
+        for body in listed_remediations:
+            self.remediation_event("ADDED", body)
+        for body in listed_policies:
+            self.policy_event("ADDED", body)
+        self.nodes.add_missing(listed_nodes.get("items") or [])
+        self.metrics.quarantined(self.nodes.quarantined())
+        self.synced = True
+        self.log.info(
+            "caches_synced",
+            nodes=len(self.nodes.views),
+            policies=len(listed_policies),
+            remediations=len(listed_remediations),
+        )
+        for worker in self.workers.values():
+            worker.touch_all()
+
+    def _leadership(self, leading: bool) -> None:
+        self.metrics.leadership(leading)
+        self.log.info("leadership_acquired" if leading else "leadership_lost")
+        for name, worker in self.workers.items():
+            if leading:
+                worker.touch_all()
+                self._spawn(f"accept/{name}", self._write_acceptance(name))
+            else:
+                worker.abort()
+        self.janitor.poke()
+
+    # Watch events ----------------------------------------------------------------------------
+
+    def node_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if not name:
+            return
+        relevant = self.nodes.remove(name) if kind == "DELETED" else self.nodes.update(body)
+        if not relevant:
+            return
+        self._first_seen.setdefault(name, _now())
+        if not self.synced:
+            return  # the first full plan after the initial sync covers it
+        self.metrics.quarantined(self.nodes.quarantined())
+        for worker in self.workers.values():
+            worker.touch((name,))
+
+    def policy_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if not name:
+            return
+        if kind == "DELETED":
+            self.acceptances.pop(name, None)
+            worker = self.workers.pop(name, None)
+            task = self._tasks.pop(f"policy/{name}", None)
+            if worker is not None:
+                worker.abort()
+            if task is not None:
+                task.cancel()
+            self.metrics.policy_forgotten(name)
+            self.log.info("policy_deleted", policy=name)
+            self._watch_conditions()
+            return
+        acceptance = policies.accept(body)
+        previous = self.acceptances.get(name)
+        self.acceptances[name] = acceptance
+        self.metrics.accepted(name, acceptance.accepted)
+        if previous is None or previous != acceptance:
+            log = self.log.info if acceptance.accepted else self.log.warning
+            log(
+                "policy_accepted" if acceptance.accepted else "policy_rejected",
+                policy=name,
+                generation=acceptance.generation,
+                message=acceptance.message,
+            )
+        worker = self.workers.get(name)
+        if worker is None:
+            worker = PolicyWorker(
+                name,
+                self._reconciler(name),
+                self.leading,
+                on_round=self._round_done(name),
+                log=self.log,
+            )
+            self.workers[name] = worker
+            self._spawn(f"policy/{name}", worker.run())
+        if worker.policy != acceptance.in_force or previous != acceptance:
+            worker.set_policy(acceptance.in_force)
+            # Also when nothing runs (no valid version yet): Accepted=False must be written.
+            self._spawn(f"accept/{name}", self._write_acceptance(name))
+        self._watch_conditions()
+
+    def remediation_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        metadata = body.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        spec = body.get("spec") or {}
+        policy, node = spec.get("policyName"), spec.get("nodeName")
+        status = body.get("status") or {}
+        draining = (
+            kind != "DELETED"
+            and status.get("step") == "Drain"
+            and not status.get("stepFinishedAt")
+            and status.get("phase") not in ("Succeeded", "Failed", "Cancelled")
+        )
+        if node and draining:
+            self.drains.ensure(str(node))
+        elif node and self._draining_by.get(str(node)) == name:
+            self.drains.drop(str(node))
+        if node and draining:
+            self._draining_by[str(node)] = name
+        elif node and self._draining_by.get(str(node)) == name:
+            del self._draining_by[str(node)]
+        if kind == "DELETED":
+            self.janitor.forget(name)
+            self._approvals.pop(name, None)
+            changed = True
+        else:
+            self.janitor.observe(body)
+            approve = (metadata.get("annotations") or {}).get(names.APPROVE, "")
+            changed = self._approvals.get(name, "") != approve
+            self._approvals[name] = approve
+        worker = self.workers.get(str(policy))
+        if changed and worker is not None and node and self.synced:
+            worker.touch((str(node),))
+
+    def _pods_changed(self, node: str) -> None:
+        if self.synced:
+            for worker in self.workers.values():
+                worker.touch((node,))
+
+    def job_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        """An executor Job finished: look at its node now rather than at the next check."""
+        metadata = body.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        node = (metadata.get("annotations") or {}).get(names.NODE_ANNOTATION)
+        finished = any(
+            c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+            for c in (body.get("status") or {}).get("conditions") or []
+        )
+        if kind == "DELETED" or not finished or not node or name in self._finished_jobs:
+            if kind == "DELETED":
+                self._finished_jobs.discard(name)
+            return
+        self._finished_jobs.add(name)
+        if self.synced:
+            for worker in self.workers.values():
+                worker.touch((str(node),))
+
+    def _watch_conditions(self) -> None:
+        in_force = [a.in_force for a in self.acceptances.values() if a.in_force is not None]
+        types = {m.type for p in in_force for f in p.faults for m in f.match}
+        stale = [m.stale_after for p in in_force for f in p.faults for m in f.match]
+        self.nodes.watched = frozenset(types)
+        known = [s for s in stale if s is not None]
+        self.nodes.stale_after = min(known) if known else None
+
+    # Reconciling -----------------------------------------------------------------------------
+
+    async def _write_acceptance(self, name: str) -> None:
+        """Accepted condition and lastAcceptedSpec, written by the leader once per change."""
+        acceptance = self.acceptances.get(name)
+        if acceptance is None or not self.leading():
+            return
+        if self._status_written.get(name) == acceptance:
+            return
+        now = _now()
+        try:
+            await records.update_policy_status(
+                self.client, name, lambda status: policies.status_change(acceptance, status, now)
+            )
+        except ApiError as error:
+            self.log.warning("policy_status_failed", policy=name, error=str(error))
+            return
+        self._status_written[name] = acceptance
+
+    def _reconciler(self, name: str) -> Any:
+        async def reconcile(
+            policy: Policy, focus: frozenset[str] | None, now: datetime
+        ) -> Reconciled:
+            # A snapshot: events arriving while this plan runs belong to the next one.
+            nodes = dict(self.nodes.views)
+            self._snapshot_at[name] = _now()
+            await self._write_acceptance(name)
+            return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
+
+        return reconcile
+
+    def _round_done(self, name: str) -> Any:
+        def done(round_: Round) -> None:
+            result = round_.result
+            if result is None:
+                return
+            now = _now()
+            snapshot = self._snapshot_at.get(name, round_.started)
+            self.log.debug(
+                "reconciled",
+                policy=name,
+                focus=None if round_.focus is None else sorted(round_.focus),
+                applied=[f"{type(a.effect).__name__}:{a.node}:{a.result}" for a in result.applied],
+                written=len(result.written),
+                next_wake=None if result.next_wake is None else result.next_wake.isoformat(),
+            )
+            for applied in result.applied:
+                if isinstance(applied.effect, Announce) or applied.result != "ok":
+                    continue
+                seen = self._first_seen.get(applied.node)
+                if seen is not None and seen <= snapshot:
+                    del self._first_seen[applied.node]
+                    self.metrics.reacted((now - seen).total_seconds())
+            # Changes this plan saw and chose not to act on are not waiting for a reaction.
+            planned = self._first_seen if round_.focus is None else round_.focus
+            for node in [n for n in planned if n in self._first_seen]:
+                if self._first_seen[node] <= snapshot:
+                    del self._first_seen[node]
+            self.metrics.policy_census(
+                name, {(str(phase), fault): n for (phase, fault), n in result.census.items()}
+            )
+            for error in result.errors:
+                self.log.warning("reconcile_incomplete", policy=name, error=error)
+
+        return done

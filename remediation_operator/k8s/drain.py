@@ -1,0 +1,110 @@
+"""Drain a node the way `kubectl drain` does: the Eviction API, PodDisruptionBudgets honoured.
+
+Pods that must not or need not be evicted are skipped exactly like kubectl: DaemonSet-owned
+pods (their controller would recreate them on the node anyway), mirror pods (static pods the
+API cannot delete) and pods already Succeeded/Failed. A 429 from the eviction subresource is a
+PodDisruptionBudget saying "not now" (kubectl retries it every 5 s); we report it as blocked
+and the engine retries at its next wake. A pod already terminating still counts as remaining
+until it is gone, but is not evicted again. `force` deletes the pods instead (the policy's
+choice after the drain timed out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from remediation_operator.k8s import names
+from remediation_operator.k8s.client import ApiError, Client, path
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Drained:
+    remaining: int
+    blocked_by_pdb: bool = False
+    attempted: bool = False
+    message: str = ""
+
+
+def evictable(pod: dict[str, Any]) -> bool:
+    metadata = pod.get("metadata") or {}
+    if names.MIRROR_POD in (metadata.get("annotations") or {}):
+        return False
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return False
+    return not any(
+        ref.get("kind") == "DaemonSet" and ref.get("controller")
+        for ref in metadata.get("ownerReferences") or []
+    )
+
+
+async def pods_on(client: Client, node: str) -> list[dict[str, Any]]:
+    listed = await client.get(path("v1", "pods"), fieldSelector=f"spec.nodeName={node}")
+    return [p for p in listed.get("items") or [] if evictable(p)]
+
+
+class Drainer:
+    """Evicts and remembers, per node, whether it tried and whether a PDB refused last."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._attempted: set[str] = set()
+        self._blocked: dict[str, str] = {}
+
+    async def status(self, node: str) -> Drained:
+        remaining = await pods_on(self._client, node)
+        blocked = self._blocked.get(node, "") if remaining else ""
+        return Drained(
+            remaining=len(remaining),
+            blocked_by_pdb=bool(blocked),
+            attempted=node in self._attempted,
+            message=blocked or _left(remaining),
+        )
+
+    async def evict(self, node: str, force: bool) -> Drained:
+        self._attempted.add(node)
+        refused: list[str] = []
+        for pod in await pods_on(self._client, node):
+            metadata = pod["metadata"]
+            if metadata.get("deletionTimestamp"):
+                continue
+            name, namespace = metadata["name"], metadata.get("namespace", "default")
+            try:
+                if force:
+                    await self._client.delete(path("v1", "pods", name, namespace=namespace))
+                else:
+                    await self._client.create(
+                        path("v1", "pods", name, namespace=namespace, subresource="eviction"),
+                        {
+                            "apiVersion": "policy/v1",
+                            "kind": "Eviction",
+                            "metadata": {"name": name, "namespace": namespace},
+                        },
+                    )
+            except ApiError as error:
+                if error.status == 404:
+                    continue
+                if error.status == 429:
+                    refused.append(f"{namespace}/{name}")
+                    continue
+                raise
+        if refused:
+            self._blocked[node] = (
+                f"eviction of {', '.join(refused[:3])}"
+                f"{' and others' if len(refused) > 3 else ''}"
+                " refused by a PodDisruptionBudget"
+            )
+        else:
+            self._blocked.pop(node, None)
+        return await self.status(node)
+
+
+def _left(pods: list[dict[str, Any]]) -> str:
+    if not pods:
+        return "no evictable pod remains"
+    shown = ", ".join(
+        f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in pods[:3]
+    )
+    return f"{len(pods)} pod(s) left to evict: {shown}{' ...' if len(pods) > 3 else ''}"

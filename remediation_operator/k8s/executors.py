@@ -1,0 +1,231 @@
+"""Carry out GPUReset and Reboot: a Job pinned to the node, a NodeAgent request, or nothing.
+
+Each attempt has a name derived from the Remediation, the action and the attempt number, so a
+restarted operator finds the Job it created before instead of starting a second one; the
+NodeAgent request carries the same triple and the agent's acknowledgement must echo it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from remediation_operator.domain.fleet import Progress
+from remediation_operator.domain.policy import Action, ActionExecutor, Executor
+from remediation_operator.k8s import names, nodes
+from remediation_operator.k8s.client import ApiError, Client, path
+
+TEMPLATE_FILES: Mapping[Action, str] = {
+    Action.GPUReset: "gpu-reset.yaml",
+    Action.Reboot: "reboot.yaml",
+}
+TTL_SECONDS_AFTER_FINISHED = 86400
+"""A finished Job stays a day for `kubectl logs`; its outcome is in the Remediation already."""
+_MAX_NAME = 63
+
+
+@dataclass(frozen=True)
+class Status:
+    progress: Progress
+    message: str = ""
+    permanent: bool = False
+
+
+class TemplateError(ValueError):
+    """A Job template that cannot be used; the message names the file or field."""
+
+
+def job_name(remediation: str, action: Action, attempt: int) -> str:
+    """`<remediation>-<action>-<attempt>`, or a hashed shortening of it beyond 63 characters."""
+    base = re.sub(r"[^a-z0-9-]", "-", f"{remediation}-{action.value.lower()}-{attempt}".lower())
+    if len(base) <= _MAX_NAME:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:10]
+    return f"{base[: _MAX_NAME - 11].rstrip('-')}-{digest}"
+
+
+def load_templates(directory: str | None) -> dict[Action, dict[str, Any]]:
+    """Read `gpu-reset.yaml` and `reboot.yaml` from `--job-templates` (each may be absent)."""
+    if not directory:
+        return {}
+    root = Path(directory)
+    if not root.is_dir():
+        raise TemplateError(f"--job-templates: {directory!r} is not a directory")
+    found: dict[Action, dict[str, Any]] = {}
+    for action, file in TEMPLATE_FILES.items():
+        candidate = root / file
+        if not candidate.exists():
+            continue
+        try:
+            body = yaml.safe_load(candidate.read_text())
+        except yaml.YAMLError as error:
+            raise TemplateError(f"--job-templates: {candidate}: not YAML: {error}") from error
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise TemplateError(f"--job-templates: {candidate}: not a batch/v1 Job manifest")
+        found[action] = body
+    return found
+
+
+def _as_job(template: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept a Job manifest, a Job spec (`template:`) or a pod template (`spec.containers`)."""
+    body = copy.deepcopy(dict(template))
+    if isinstance(body.get("spec"), dict) and "template" in body["spec"]:
+        return body
+    if "template" in body:
+        return {"spec": body}
+    if isinstance(body.get("spec"), dict) and "containers" in body["spec"]:
+        return {"spec": {"template": body}}
+    raise TemplateError(
+        "jobTemplate: expected a batch/v1 Job manifest, a Job spec with `template`,"
+        " or a pod template with `spec.containers`"
+    )
+
+
+def job_manifest(
+    template: Mapping[str, Any],
+    *,
+    namespace: str,
+    node: str,
+    remediation: str,
+    action: Action,
+    attempt: int,
+    fault_toleration: bool = True,
+) -> dict[str, Any]:
+    job = _as_job(template)
+    job["apiVersion"] = "batch/v1"
+    job["kind"] = "Job"
+    metadata = job.setdefault("metadata", {})
+    for key in ("generateName", "resourceVersion", "uid", "creationTimestamp"):
+        metadata.pop(key, None)
+    metadata["name"] = job_name(remediation, action, attempt)
+    metadata["namespace"] = namespace
+    metadata.setdefault("labels", {}).update(
+        {names.ACTION_LABEL: action.value, names.MANAGED_BY: names.MANAGER}
+    )
+    metadata.setdefault("annotations", {}).update(
+        {names.REMEDIATION_ANNOTATION: remediation, names.NODE_ANNOTATION: node}
+    )
+    spec = job["spec"]
+    spec.setdefault("ttlSecondsAfterFinished", TTL_SECONDS_AFTER_FINISHED)
+    spec.setdefault("backoffLimit", 0)
+    pod = spec["template"].setdefault("spec", {})
+    pod["nodeName"] = node
+    pod.setdefault("restartPolicy", "Never")
+    tolerations = list(pod.get("tolerations") or [])
+    wanted = [
+        {"key": names.UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+    ]
+    if fault_toleration:
+        wanted.append({"key": names.QUARANTINE_TAINT, "operator": "Exists", "effect": "NoSchedule"})
+    for toleration in wanted:
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    pod["tolerations"] = tolerations
+    return job
+
+
+def agent_request(remediation: str, action: Action, attempt: int) -> str:
+    return f"{action.value}:{remediation}:{attempt}"
+
+
+class Executors:
+    """Start and observe executor attempts against one API server."""
+
+    def __init__(
+        self,
+        client: Client,
+        namespace: str,
+        templates: Mapping[Action, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._templates = dict(templates or {})
+
+    def _template(self, action: Action, executor: ActionExecutor) -> Mapping[str, Any]:
+        template = executor.job_template or self._templates.get(action)
+        if template is None:
+            key = "gpuReset" if action is Action.GPUReset else "reboot"
+            raise TemplateError(
+                f"no Job template for {action.value}: set spec.actions.{key}.jobTemplate"
+                f" in the policy or give --job-templates with {TEMPLATE_FILES[action]}"
+            )
+        return template
+
+    async def start(
+        self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor
+    ) -> Status:
+        """Start the attempt; a template problem comes back as a permanent failure."""
+        if executor.executor is Executor.Noop:
+            return Status(Progress.Succeeded, "Noop executor: nothing to do")
+        if executor.executor is Executor.NodeAgent:
+            await nodes.annotate(
+                self._client, node, names.AGENT_REQUEST, agent_request(remediation, action, attempt)
+            )
+            return Status(Progress.InProgress, "requested from the node agent")
+        try:
+            job = job_manifest(
+                self._template(action, executor),
+                namespace=self._namespace,
+                node=node,
+                remediation=remediation,
+                action=action,
+                attempt=attempt,
+            )
+        except TemplateError as error:
+            return Status(Progress.Failed, str(error), permanent=True)
+        try:
+            await self._client.create(path("batch/v1", "jobs", namespace=self._namespace), job)
+        except ApiError as error:
+            if error.status == 409:
+                return Status(Progress.InProgress, f"Job {job['metadata']['name']} exists")
+            if error.status in (400, 422):
+                return Status(Progress.Failed, f"Job rejected: {error.message}", permanent=True)
+            raise
+        return Status(Progress.InProgress, f"Job {self._namespace}/{job['metadata']['name']}")
+
+    async def status(
+        self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor
+    ) -> Status:
+        if executor.executor is Executor.Noop:
+            return Status(Progress.Succeeded, "Noop executor: nothing to do")
+        if executor.executor is Executor.NodeAgent:
+            return await self._agent_status(node, agent_request(remediation, action, attempt))
+        name = job_name(remediation, action, attempt)
+        try:
+            job = await self._client.get(path("batch/v1", "jobs", name, namespace=self._namespace))
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            try:
+                self._template(action, executor)
+            except TemplateError as missing:
+                return Status(Progress.Failed, str(missing), permanent=True)
+            return Status(Progress.Absent)
+        for condition in (job.get("status") or {}).get("conditions") or []:
+            if condition.get("status") != "True":
+                continue
+            if condition.get("type") == "Complete":
+                return Status(Progress.Succeeded, f"Job {name} completed")
+            if condition.get("type") == "Failed":
+                detail = condition.get("message") or condition.get("reason") or "failed"
+                return Status(Progress.Failed, f"Job {name} failed: {detail}")
+        return Status(Progress.InProgress, f"Job {self._namespace}/{name} running")
+
+    async def _agent_status(self, node: str, request: str) -> Status:
+        body = await nodes.read(self._client, node)
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        ack = annotations.get(names.AGENT_ACK, "")
+        if ack == f"{request}:Succeeded":
+            return Status(Progress.Succeeded, "the node agent reported success")
+        if ack == f"{request}:Failed":
+            return Status(Progress.Failed, "the node agent reported failure")
+        if annotations.get(names.AGENT_REQUEST) == request:
+            return Status(Progress.InProgress, "waiting for the node agent's acknowledgement")
+        return Status(Progress.Absent)

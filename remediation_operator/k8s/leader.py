@@ -1,0 +1,231 @@
+"""Leader election with a coordination.k8s.io/v1 Lease, as client-go's leaderelection does.
+
+Only the replica holding the Lease acts; the others keep their caches warm and stay ready,
+so a takeover needs no warm-up. The decision (`decide`) is pure and takes `now`; the loop
+(`Elector`) reads and writes the Lease with resourceVersion preconditions, so two replicas
+racing for an expired Lease cannot both win (one gets 409). A leader that cannot renew for
+`renew_deadline` stops acting at once, before its Lease can expire and a peer take over: the
+same ordering client-go relies on (renewDeadline < leaseDuration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from remediation_operator.k8s.client import ApiError, Client, path
+
+GROUP_VERSION = "coordination.k8s.io/v1"
+
+
+class Move(StrEnum):
+    Create = "Create"
+    """No Lease exists: create it holding it."""
+    Renew = "Renew"
+    """We hold it: refresh renewTime."""
+    Acquire = "Acquire"
+    """It expired (or was released): take it over, counting a transition."""
+    Wait = "Wait"
+    """Someone else holds a live Lease."""
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    holder: str | None
+    duration: timedelta
+    acquired_at: datetime | None
+    renewed_at: datetime | None
+    transitions: int
+    resource_version: str
+
+    @classmethod
+    def from_object(cls, lease: dict[str, Any], default_duration: timedelta) -> LeaseRecord:
+        spec = lease.get("spec") or {}
+        seconds = spec.get("leaseDurationSeconds")
+        return cls(
+            holder=spec.get("holderIdentity") or None,
+            duration=timedelta(seconds=seconds) if isinstance(seconds, int) else default_duration,
+            acquired_at=parse_micro_time(spec.get("acquireTime")),
+            renewed_at=parse_micro_time(spec.get("renewTime")),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=str((lease.get("metadata") or {}).get("resourceVersion", "")),
+        )
+
+    def expired(self, now: datetime) -> bool:
+        return self.renewed_at is None or self.renewed_at + self.duration <= now
+
+
+def decide(record: LeaseRecord | None, identity: str, now: datetime) -> Move:
+    if record is None:
+        return Move.Create
+    if record.holder == identity:
+        return Move.Renew
+    if record.holder is None or record.expired(now):
+        return Move.Acquire
+    return Move.Wait
+
+
+def parse_micro_time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def micro_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_spec(
+    move: Move, record: LeaseRecord | None, identity: str, duration: timedelta, now: datetime
+) -> dict[str, Any]:
+    """The Lease spec to write for `move` (not called for Wait)."""
+    renewing = move is Move.Renew and record is not None
+    acquired = record.acquired_at if renewing and record is not None else now
+    transitions = record.transitions if record is not None else 0
+    if move is Move.Acquire:
+        transitions += 1
+    return {
+        "holderIdentity": identity,
+        "leaseDurationSeconds": max(int(duration.total_seconds()), 1),
+        "acquireTime": micro_time(acquired or now),
+        "renewTime": micro_time(now),
+        "leaseTransitions": transitions,
+    }
+
+
+@dataclass(frozen=True)
+class Timings:
+    lease_duration: timedelta = timedelta(seconds=15)
+    renew_deadline: timedelta = timedelta(seconds=10)
+    retry_period: timedelta = timedelta(seconds=2)
+
+    def __post_init__(self) -> None:
+        if not timedelta(0) < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "--retry-period < --renew-deadline < --lease-duration must hold (got"
+                f" {self.retry_period.total_seconds():g}s,"
+                f" {self.renew_deadline.total_seconds():g}s,"
+                f" {self.lease_duration.total_seconds():g}s)"
+            )
+
+
+class Elector:
+    """Keeps trying to hold the Lease; `leading` flips the moment leadership is won or lost."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        timings: Timings,
+        on_change: Callable[[bool], None] = lambda _: None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        log: Any = None,
+    ) -> None:
+        self.log = log
+        self._client = client
+        self._namespace = namespace
+        self._name = name
+        self.identity = identity
+        self._timings = timings
+        self._on_change = on_change
+        self._clock = clock
+        self._leading = False
+        self._last_renewal: datetime | None = None
+        self._record: LeaseRecord | None = None
+        self.changed = asyncio.Event()
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def _set(self, leading: bool) -> None:
+        if leading != self._leading:
+            self._leading = leading
+            self.changed.set()
+            self._on_change(leading)
+
+    def _path(self, name: str | None = None) -> str:
+        return path(GROUP_VERSION, "leases", name, namespace=self._namespace)
+
+    async def try_once(self) -> bool:
+        """One acquire-or-renew round; returns whether we lead afterwards."""
+        now = self._clock()
+        try:
+            try:
+                lease: dict[str, Any] | None = await self._client.get(self._path(self._name))
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+                lease = None
+            record = LeaseRecord.from_object(lease, self._timings.lease_duration) if lease else None
+            move = decide(record, self.identity, now)
+            if move is Move.Wait:
+                self._record = record
+                self._set(False)
+                return False
+            spec = lease_spec(move, record, self.identity, self._timings.lease_duration, now)
+            if move is Move.Create or lease is None:
+                body = {
+                    "apiVersion": GROUP_VERSION,
+                    "kind": "Lease",
+                    "metadata": {"name": self._name, "namespace": self._namespace},
+                    "spec": spec,
+                }
+                written = await self._client.create(self._path(), body)
+            else:
+                lease["spec"] = spec
+                written = await self._client.replace(self._path(self._name), lease)
+        except ApiError:
+            self._check_deadline(now)
+            return self._leading
+        self._record = LeaseRecord.from_object(written, self._timings.lease_duration)
+        self._last_renewal = now
+        self._set(True)
+        return True
+
+    def _check_deadline(self, now: datetime) -> None:
+        if self._leading and (
+            self._last_renewal is None or now - self._last_renewal >= self._timings.renew_deadline
+        ):
+            self._set(False)
+
+    async def run(self) -> None:
+        """Acquire and renew until cancelled, every retry period."""
+        while True:
+            try:
+                await self.try_once()
+            except Exception:  # a malformed Lease must not stop the renew-deadline check
+                self._check_deadline(self._clock())
+                if self.log is not None:
+                    self.log.exception("leader_election_failed", lease=self._name)
+            self._check_deadline(self._clock())
+            await asyncio.sleep(self._timings.retry_period.total_seconds())
+
+    async def release(self) -> None:
+        """Give the Lease up on a clean stop so a peer takes over without waiting it out."""
+        if not self._leading:
+            return
+        self._set(False)
+        try:
+            lease = await self._client.get(self._path(self._name))
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            # client-go releases by writing an empty holder and a 1 s duration.
+            spec.update({"holderIdentity": None, "leaseDurationSeconds": 1})
+            spec["renewTime"] = micro_time(self._clock())
+            lease["spec"] = spec
+            await self._client.replace(self._path(self._name), lease)
+        except ApiError:
+            return

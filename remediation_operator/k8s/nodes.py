@@ -1,0 +1,121 @@
+"""What the operator changes on a Node: cordon, release, do-not-disrupt, agent requests.
+
+Every write reads the Node first and sends a JSON merge patch carrying the resourceVersion it
+read, so a concurrent change by kubelet, Karpenter or an administrator makes the write fail
+with 409 and be recomputed instead of silently overwriting theirs. Taints are written as the
+whole list: JSON merge patch replaces lists (RFC 7386), which removes our taint reliably
+without depending on a strategic-merge key for `spec.taints`. Each operation is idempotent:
+a node already in the wanted state is not written at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from remediation_operator.k8s import names
+from remediation_operator.k8s.client import ApiError, Client, path
+
+_ATTEMPTS = 5
+
+
+def node_path(node: str) -> str:
+    return path("v1", "nodes", node)
+
+
+async def read(client: Client, node: str) -> dict[str, Any]:
+    return await client.get(node_path(node))
+
+
+def _taints(body: dict[str, Any]) -> list[dict[str, Any]]:
+    taints = (body.get("spec") or {}).get("taints") or []
+    return [t for t in taints if isinstance(t, dict)]
+
+
+def is_ours(taint: dict[str, Any]) -> bool:
+    return taint.get("key") == names.QUARANTINE_TAINT and taint.get("effect") == "NoSchedule"
+
+
+async def _update(
+    client: Client, node: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+) -> None:
+    """Read, compute a merge patch (None: nothing to do), write with the resourceVersion."""
+    for attempt in range(_ATTEMPTS):
+        body = await read(client, node)
+        patch = change(body)
+        if patch is None:
+            return
+        patch.setdefault("metadata", {})["resourceVersion"] = body["metadata"]["resourceVersion"]
+        try:
+            await client.patch(node_path(node), patch, kind="merge")
+            return
+        except ApiError as error:
+            if error.status != 409 or attempt == _ATTEMPTS - 1:
+                raise
+
+
+async def cordon(client: Client, node: str, fault: str) -> None:
+    def change(body: dict[str, Any]) -> dict[str, Any] | None:
+        taints = _taints(body)
+        ours = [t for t in taints if is_ours(t)]
+        unschedulable = bool((body.get("spec") or {}).get("unschedulable"))
+        if unschedulable and ours:
+            return None
+        spec: dict[str, Any] = {"unschedulable": True}
+        if not ours:
+            taint = {"key": names.QUARANTINE_TAINT, "value": fault[:63], "effect": "NoSchedule"}
+            spec["taints"] = [*taints, taint]
+        return {"spec": spec}
+
+    await _update(client, node, change)
+
+
+async def release(client: Client, node: str, uncordon: bool) -> None:
+    def change(body: dict[str, Any]) -> dict[str, Any] | None:
+        taints = _taints(body)
+        kept = [t for t in taints if not is_ours(t)]
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        unschedulable = bool((body.get("spec") or {}).get("unschedulable"))
+        patch: dict[str, Any] = {}
+        spec: dict[str, Any] = {}
+        if len(kept) != len(taints):
+            spec["taints"] = kept or None
+        if uncordon and unschedulable:
+            spec["unschedulable"] = None
+        if spec:
+            patch["spec"] = spec
+        drop = [k for k in (names.DO_NOT_DISRUPT, names.AGENT_REQUEST) if k in annotations]
+        if drop:
+            patch["metadata"] = {"annotations": dict.fromkeys(drop)}
+        if names.REPLACE_REQUESTED in labels:
+            patch.setdefault("metadata", {})["labels"] = {names.REPLACE_REQUESTED: None}
+        return patch or None
+
+    await _update(client, node, change)
+
+
+async def annotate(client: Client, node: str, key: str, value: str | None) -> None:
+    """Set (or with None remove) one annotation, skipping the write when already so."""
+
+    def change(body: dict[str, Any]) -> dict[str, Any] | None:
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(key) == value:
+            return None
+        return {"metadata": {"annotations": {key: value}}}
+
+    await _update(client, node, change)
+
+
+async def label(client: Client, node: str, key: str, value: str | None) -> None:
+    def change(body: dict[str, Any]) -> dict[str, Any] | None:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        if labels.get(key) == value:
+            return None
+        return {"metadata": {"labels": {key: value}}}
+
+    await _update(client, node, change)
+
+
+async def protect_from_consolidation(client: Client, node: str, on: bool) -> None:
+    await annotate(client, node, names.DO_NOT_DISRUPT, "true" if on else None)

@@ -1,0 +1,80 @@
+"""The HTTP endpoints kubelet and Prometheus poll: `/metrics`, `/healthz`, `/readyz`.
+
+Liveness answers from the event loop itself, so a wedged loop fails the probe; readiness is a
+callable the runtime owns (caches synced), and a non-leader replica is ready too, so a
+rolling update never waits for leadership.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from remediation_operator.observability.metrics import Metrics
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Address:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """`HOST:PORT` (`:8080` means every interface); the error names the flag."""
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(
+                f"--metrics-address: {text!r} is not HOST:PORT (for example 0.0.0.0:8080)"
+            )
+        return cls(host=host.strip("[]") or "0.0.0.0", port=int(port))
+
+
+@dataclass(frozen=True)
+class Served:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+def application(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
+    async def metrics_view(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(_: web.Request) -> web.Response:
+        if ready():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="caches not synced yet\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+@asynccontextmanager
+async def serve(
+    address: Address, metrics: Metrics, ready: Callable[[], bool]
+) -> AsyncIterator[Served]:
+    """Serve the endpoints until the context exits; port 0 picks a free port."""
+    runner = web.AppRunner(application(metrics, ready), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, address.host, address.port)
+    await site.start()
+    try:
+        addresses = runner.addresses
+        port = addresses[0][1] if addresses else address.port
+        yield Served(host=address.host, port=int(port))
+    finally:
+        await runner.cleanup()

@@ -1,0 +1,182 @@
+"""The hidden truth about each simulated host, and the Node the operator is allowed to see.
+
+The simulator knows what the operator cannot: whether a GPU is really broken, whether a
+condition is a false positive, whether a reset will help. `Host` holds that truth per slot of
+the fleet (a slot keeps its place when its machine is replaced); `Publisher` writes what node
+agents and the kubelet would publish onto the Node in the memory cluster, which is all the
+operator reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from remediation_operator.domain.policy import Policy
+from remediation_operator.sim.faultmix import Cause, Symptom
+from remediation_operator.sim.fleetspec import GPU_LABEL, POOL_LABEL, ZONE_LABEL, FleetSpec
+from remediation_operator.sim.memory_cluster import MemoryCluster
+
+READY = "Ready"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class HostFault:
+    """A fault present on a host: which cause, what the agent shows, and when it clears."""
+
+    id: int
+    cause: Cause
+    symptom: Symptom | None
+    started_at: float
+    clears_at: float | None = None
+    """A transient fault ends by itself then; None: only an action or a human fixes it."""
+
+
+@dataclass
+class Host:
+    """One slot of the fleet (mutable simulator state, owned by the simulator)."""
+
+    slot: int
+    name: str
+    zone: str
+    created_at: float
+    incarnation: int = 0
+    boot: int = 0
+    fault: HostFault | None = None
+    storm: int = 0
+    """Id of the false-positive storm flipping this host's condition (0: none)."""
+    rebooting: bool = False
+    present: bool = True
+    """False from the moment Replace hands the machine back until its successor joins."""
+    unschedulable: bool = False
+    quarantined: bool = False
+    fault_since: float | None = None
+    """Onset of the incident the host is in (kept until it is schedulable and healthy again)."""
+    replacing: bool = False
+    """Replace was carried out; the machine is being drained, terminated and replaced."""
+    published: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Conditions last written to the Node (type -> status, reason)."""
+    counted_available: bool = False
+    counted_faulty: bool = False
+    """What the availability ledger counted this host as (to update counts on change)."""
+
+    @property
+    def ready(self) -> bool:
+        return (
+            self.present
+            and not self.rebooting
+            and not (self.fault is not None and self.fault.cause.not_ready)
+        )
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+    @property
+    def available(self) -> bool:
+        """Schedulable and without a fault: work placed here will run."""
+        return self.schedulable and self.fault is None
+
+    @property
+    def symptomatic(self) -> bool:
+        """An agent shows a condition (real or false positive) the policy may match."""
+        return self.present and (
+            self.storm != 0 or (self.fault is not None and self.fault.symptom is not None)
+        )
+
+    @property
+    def boot_id(self) -> str:
+        return f"{self.name}-boot-{self.boot}"
+
+
+def node_name(slot: int, incarnation: int) -> str:
+    base = f"gpu-{slot:05d}"
+    return base if incarnation == 0 else f"{base}-r{incarnation}"
+
+
+class Publisher:
+    """Publishes each host's conditions on its Node in the memory cluster, as agents would.
+
+    A condition a policy watches with `staleAfter` is on every node from the start, in its
+    healthy state, so a policy never sees a missing condition where a real agent would report
+    "all good"; other condition types appear with the first fault that shows them and return to
+    their healthy state when it clears. Agents are modelled as always alive: their heartbeat is
+    stamped after the end of the simulation, so a `staleAfter` rule never fires on a live agent.
+    Only changed conditions are written (each write makes the cluster rebuild that node's view).
+    """
+
+    def __init__(
+        self,
+        spec: FleetSpec,
+        symptoms: Iterable[Symptom],
+        policies: Iterable[Policy],
+        start: datetime,
+        horizon: datetime,
+    ) -> None:
+        self._spec = spec
+        self._start = start
+        self._beat = horizon
+        healthy: dict[str, str] = {}
+        for symptom in symptoms:
+            healthy.setdefault(symptom.type, _opposite(symptom.status))
+        watched: set[str] = set()
+        for policy in policies:
+            for fault in policy.faults:
+                for match in fault.match:
+                    healthy.setdefault(match.type, _opposite(match.status or "False"))
+                    if match.stale_after is not None:
+                        watched.add(match.type)
+        healthy[READY] = "True"
+        self._healthy = {
+            t: (s, "KubeletReady" if t == READY else "Healthy") for t, s in healthy.items()
+        }
+        self._always = {t: self._healthy[t] for t in sorted(watched)}
+        """Types a `staleAfter` rule watches: published on every node from the start (a missing
+        one would be a fault). Other types appear when a fault shows them first."""
+
+    def on_new_node(self) -> dict[str, tuple[str, str]]:
+        """What `MemoryCluster.add_node` already shows (Ready=True), unless a `staleAfter` rule
+        watches Ready: then it is written again with the agents' fresh heartbeat."""
+        return {} if READY in self._always else {READY: self._healthy[READY]}
+
+    def labels(self, host: Host) -> dict[str, str]:
+        return {
+            GPU_LABEL: "true",
+            ZONE_LABEL: host.zone,
+            POOL_LABEL: self._spec.pool_of(host.slot),
+            HOSTNAME_LABEL: host.name,
+        }
+
+    def created(self, host: Host) -> datetime:
+        return self._start + timedelta(seconds=host.created_at)
+
+    def shown(self, host: Host, storm_symptom: Symptom | None) -> dict[str, tuple[str, str]]:
+        """The conditions (type -> status, reason) the host's agents publish now."""
+        shown = dict(self._always)
+        shown[READY] = self._healthy[READY] if host.ready else ("Unknown", "NodeStatusUnknown")
+        if host.storm and storm_symptom is not None:
+            shown[storm_symptom.type] = (storm_symptom.status, storm_symptom.reason)
+        if host.fault is not None and host.fault.symptom is not None:
+            symptom = host.fault.symptom
+            shown[symptom.type] = (symptom.status, symptom.reason)
+        return shown
+
+    def publish(self, host: Host, storm_symptom: Symptom | None, cluster: MemoryCluster) -> bool:
+        """Write the host's changed conditions to its Node; True when something changed."""
+        shown = self.shown(host, storm_symptom)
+        for type_ in host.published.keys() - shown.keys():
+            shown[type_] = self._healthy.get(type_, ("True", "Healthy"))  # the agent recovered
+        changed = False
+        for type_, (status, reason) in shown.items():
+            if host.published.get(type_) != (status, reason):
+                message = "" if reason in ("Healthy", "KubeletReady") else f"Simulated {reason}."
+                cluster.set_condition(host.name, type_, status, reason, message, self._beat)
+                changed = True
+        host.published = shown
+        return changed
+
+
+def _opposite(status: str) -> str:
+    return "True" if status != "True" else "False"

@@ -1,0 +1,737 @@
+"""The discrete-event fleet simulator: faults, repairs and jobs over weeks, in seconds.
+
+It drives the operator's own engine (`engine.reconciler.reconcile`, hence the same planner)
+against the in-memory cluster with a manual clock, so what it reports is what the operator
+would do with the policy, not what a second model of it would do. The simulator adds only the
+world the operator cannot see: which faults are real, which actions fix them, how long each
+takes, and the gang-scheduled jobs that pay for every fault and every drain.
+
+Every decision the engine takes is reached through events: a fault appears (focus: that node),
+an action finishes (that node), a storm starts or ends (those nodes), or the planner's own
+deadline comes (`next_wake`). Each reconcile plans the touched nodes plus every node with an
+active Remediation or a visible symptom; the rest of the fleet only counts for budgets and the
+breaker. Everything is deterministic for a seed: separate random streams for the fault process,
+the storms, the action outcomes and the jobs keep the fault history identical across policies
+(common random numbers), so a comparison shows the policy's effect and not luck.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from remediation_operator.domain.effects import (
+    Cordon,
+    Evict,
+    Release,
+    Replace,
+    RunExecutor,
+)
+from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.domain.remediation import Phase, RemediationState
+from remediation_operator.engine import reconciler
+from remediation_operator.engine.reconciler import Reconciled
+from remediation_operator.sim import report as reports
+from remediation_operator.sim.events import Agenda, Kind
+from remediation_operator.sim.faultmix import Cause, FaultMix, Symptom
+from remediation_operator.sim.fleetspec import FleetSpec
+from remediation_operator.sim.hosts import Host, HostFault, Publisher, node_name
+from remediation_operator.sim.jobs import Jobs
+from remediation_operator.sim.ledger import Ledger, Sample
+from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorder
+from remediation_operator.sim.timeline import Timeline
+
+START = datetime(2026, 1, 5, tzinfo=UTC)
+"""A Monday, 00:00 UTC: scheduled budgets see an ordinary week."""
+
+HOST_AGE = timedelta(days=30)
+"""Age of the fleet's machines at the start (well past any startup grace)."""
+
+SAMPLE_EVERY = timedelta(minutes=10)
+
+SAME_INSTANT_LIMIT = 5
+"""Reconciles in a row at one instant before a planner wake-up is pushed 1 s later."""
+
+HUMAN_CHECK = 0
+"""ManualRepair token for "a human looks at a node left cordoned for them" (no fault id)."""
+
+Observer = Callable[["Simulation", Reconciled], None]
+"""Called after every reconcile (tests check invariants here)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    report: reports.Report
+    samples: tuple[Sample, ...]
+
+
+class Work(StrEnum):
+    """Something the simulated world finishes later, after the engine started it."""
+
+    GPUReset = "GPUReset"
+    Reboot = "Reboot"
+    MachineGone = "MachineGone"
+    """Karpenter drained and terminated the machine handed back by Replace."""
+    SuccessorJoins = "SuccessorJoins"
+    """The replacement machine registered as a new Node."""
+
+
+@dataclass(frozen=True)
+class _Pending:
+    slot: int
+    incarnation: int
+    work: Work
+
+
+class Simulation:
+    """One policy over one fleet for `days`, from one seed. Call `run()` once."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        mix: FaultMix,
+        fleet: FleetSpec,
+        days: float,
+        seed: int,
+        timeline: Timeline | None = None,
+        observer: Observer | None = None,
+        sample_every: timedelta = SAMPLE_EVERY,
+        start: datetime = START,
+    ) -> None:
+        if days <= 0:
+            raise ValueError(f"days must be greater than 0, got {days!r}")
+        self.policy = policy
+        self.mix = mix
+        self.fleet = fleet
+        self.days = days
+        self.seed = seed
+        self.start = start
+        self.end = days * 86400.0
+        self.timeline = timeline
+        self.observer = observer
+        self.now = 0.0
+        self.agenda = Agenda()
+        self.cluster = MemoryCluster(start - HOST_AGE, keep_events=False)
+        self.recorder = MemoryRecorder(keep=False)
+        self.ports = self.cluster.ports(self.recorder)
+        # Independent random streams: the fault history must not depend on the policy.
+        self._rng_faults = random.Random(f"{seed}:faults")
+        self._rng_storms = random.Random(f"{seed}:storms")
+        self._rng_actions = random.Random(f"{seed}:actions")
+        self._rng_jobs = random.Random(f"{seed}:jobs")
+        symptoms: list[Symptom] = [
+            s.symptom for c in mix.causes for s in c.signals if s.symptom is not None
+        ]
+        if fleet.storms is not None:
+            symptoms.append(fleet.storms.symptom)
+        horizon = start + timedelta(days=days) + timedelta(days=365)
+        self.publisher = Publisher(fleet, symptoms, [policy], start, horizon)
+        self.hosts: list[Host] = []
+        self.slot_of: dict[str, int] = {}
+        self.ledger = Ledger(fleet.nodes)
+        self.active: dict[str, RemediationState] = {}
+        """Non-terminal Remediations by node name, as last written by the engine."""
+        self._symptomatic: set[str] = set()
+        self._pending: dict[int, _Pending] = {}
+        self._action_ids = 0
+        self._started: set[tuple[str, Action, int]] = set()
+        self._fault_ids = 0
+        self._storm_ids = 0
+        self._storm_symptoms: dict[int, Symptom] = {}
+        self._storm_hosts: dict[int, list[int]] = {}
+        self._wake_at: float | None = None
+        self._same_instant = 0
+        self._last_reconcile_at = -1.0
+        self._retention = self._retention_for(policy)
+        self._finished: deque[tuple[float, str]] = deque()
+        self._closed: set[str] = set()
+        self._cause_weights = [c.count for c in mix.causes]
+        self._rate = mix.total_rate_per_host_day * fleet.fault_rate_scale * fleet.nodes / 86400.0
+        self.jobs = (
+            Jobs(fleet.jobs, fleet.nodes, fleet.gpus_per_node, self.agenda, self._schedulable)
+            if fleet.jobs is not None
+            else None
+        )
+        self.samples: list[Sample] = []
+        self._sample_every = sample_every.total_seconds()
+        # Counters for the report.
+        self.faults = 0
+        self.storms = 0
+        self.opened = 0
+        self.outcomes: Counter[str] = Counter()
+        self.actions: Counter[Action] = Counter()
+        self.replacements = 0
+        self.manual_repairs = 0
+        self.recover_seconds: list[float] = []
+        self.remediation_interruptions = 0
+        self.reconciles = 0
+        self._known: set[str] = set()
+
+    # Public ------------------------------------------------------------------------------------
+
+    @property
+    def moment(self) -> datetime:
+        return self.start + timedelta(seconds=self.now)
+
+    def host(self, node: str) -> Host | None:
+        slot = self.slot_of.get(node)
+        return None if slot is None else self.hosts[slot]
+
+    async def run(self) -> Result:
+        self._build_fleet()
+        self._schedule_fault(0.0)
+        storms = self.fleet.storms
+        if storms is not None:
+            first = (
+                storms.first_at.total_seconds()
+                if storms.first_at is not None
+                else self._rng_storms.expovariate(1.0 / storms.mean_interval.total_seconds())
+            )
+            self.agenda.push(first, Kind.StormStarts)
+        self.agenda.push(0.0, Kind.Sample)
+        if self.jobs is not None:
+            self._dispatch()
+        await self._reconcile(())
+        while True:
+            at = self.agenda.peek_time()
+            if at is None or at > self.end:
+                break
+            event = self.agenda.pop()
+            self.ledger.advance(event.at)
+            self.now = event.at
+            await self._handle(event.kind, event.arg, event.token)
+        self.now = self.end
+        self.ledger.advance(self.end)
+        return Result(self._report(), tuple(self.samples))
+
+    # Setup -------------------------------------------------------------------------------------
+
+    def _build_fleet(self) -> None:
+        for slot in range(self.fleet.nodes):
+            host = Host(
+                slot=slot,
+                name=node_name(slot, 0),
+                zone=self.fleet.zone_of(slot),
+                created_at=-HOST_AGE.total_seconds(),
+            )
+            self.hosts.append(host)
+            self._join(host)
+        self.cluster.advance(self.start)
+
+    def _join(self, host: Host) -> None:
+        self.slot_of[host.name] = host.slot
+        self.cluster.add_node(
+            host.name,
+            labels=self.publisher.labels(host),
+            created_at=self.publisher.created(host),
+        )
+        host.published = self.publisher.on_new_node()
+        self.publisher.publish(host, None, self.cluster)
+        self._refresh(host)
+
+    @staticmethod
+    def _retention_for(policy: Policy) -> float:
+        """How long finished Remediations must stay for the planner's decisions to be unchanged.
+
+        History counts finished incidents that started within its window, the rate limit counts
+        step starts within its window; anything that finished before both windows is read by
+        neither. Dropping older ones keeps each reconcile's cost flat over a 90-day run.
+        """
+        keep = timedelta(hours=1)
+        if policy.history is not None:
+            keep = max(keep, policy.history.window)
+        if policy.rate is not None:
+            keep = max(keep, policy.rate.per)
+        return keep.total_seconds() + 3600.0
+
+    # Events ------------------------------------------------------------------------------------
+
+    async def _handle(self, kind: Kind, arg: int, token: int) -> None:
+        if kind is Kind.FaultArrives:
+            await self._fault_arrives()
+        elif kind is Kind.FaultClears:
+            await self._fault_ends(arg, token, manual=False)
+        elif kind is Kind.ManualRepair:
+            await self._fault_ends(arg, token, manual=True)
+        elif kind is Kind.ActionDone:
+            await self._action_done(token)
+        elif kind is Kind.PolicyWake:
+            if self._wake_at == self.now:
+                self._wake_at = None
+                await self._reconcile(())
+        elif kind is Kind.StormStarts:
+            await self._storm_starts()
+        elif kind is Kind.StormEnds:
+            await self._storm_ends(arg)
+        elif kind is Kind.JobDone:
+            assert self.jobs is not None
+            self.jobs.done(arg, token, self.now)
+            self._dispatch()
+        elif kind is Kind.JobRestart:
+            assert self.jobs is not None
+            self.jobs.restart(arg, token, self.now)
+            self._dispatch()
+        elif kind is Kind.JobCrash:
+            self._job_crash(arg, token)
+        elif kind is Kind.Sample:
+            self.samples.append(self.ledger.sample(self.now))
+            self.agenda.push(self.now + self._sample_every, Kind.Sample)
+
+    def _schedule_fault(self, after: float) -> None:
+        if self._rate > 0:
+            self.agenda.push(after + self._rng_faults.expovariate(self._rate), Kind.FaultArrives)
+
+    async def _fault_arrives(self) -> None:
+        rng = self._rng_faults
+        cause = rng.choices(self.mix.causes, weights=self._cause_weights)[0]
+        slot = rng.randrange(self.fleet.nodes)
+        symptom = cause.draw_symptom(rng)
+        transient = cause.transient_share > 0 and rng.random() < cause.transient_share
+        lasts = cause.transient_lasts.draw(rng).total_seconds()
+        manual = self.mix.durations.manual_repair.draw(rng).total_seconds()
+        self._schedule_fault(self.now)
+        self.faults += 1
+        host = self.hosts[slot]
+        self._log("fault", host.name, f"{cause.name} ({symptom.reason if symptom else 'silent'})")
+        self._interrupt(slot, by_remediation=False)
+        if not cause.persistent or not host.present or host.fault is not None or host.rebooting:
+            self._dispatch()
+            return
+        await self._apply_fault(host, cause, symptom, transient, lasts, manual)
+
+    async def _apply_fault(
+        self,
+        host: Host,
+        cause: Cause,
+        symptom: Symptom | None,
+        transient: bool,
+        lasts: float,
+        manual: float,
+    ) -> None:
+        self._fault_ids += 1
+        fault = HostFault(
+            id=self._fault_ids,
+            cause=cause,
+            symptom=symptom,
+            started_at=self.now,
+            clears_at=self.now + lasts if transient else None,
+        )
+        host.fault = fault
+        if host.fault_since is None:
+            host.fault_since = self.now
+        if fault.clears_at is not None:
+            self.agenda.push(fault.clears_at, Kind.FaultClears, host.slot, fault.id)
+        else:
+            self.agenda.push(self.now + manual, Kind.ManualRepair, host.slot, fault.id)
+        changed = self._publish(host)
+        self._refresh(host)
+        self._dispatch()
+        if changed:
+            await self._reconcile((host.name,))
+
+    async def _fault_ends(self, slot: int, fault_id: int, manual: bool) -> None:
+        """A transient fault clears, or a human repairs one (`fault_id` 0: a human looks at a
+        node a Failed Remediation left cordoned for them, whatever its fault)."""
+        host = self.hosts[slot]
+        if fault_id == HUMAN_CHECK:
+            if not host.present:
+                return
+        elif host.fault is None or host.fault.id != fault_id:
+            return
+        if host.fault is not None:
+            host.fault = None
+            if manual:
+                self.manual_repairs += 1
+                self._log("manual-repair", host.name, "a human repaired the host")
+            else:
+                self._log("fault-cleared", host.name, "the transient fault ended")
+        if manual and host.unschedulable and host.name not in self.active and host.present:
+            # The human who repaired a node left cordoned for them returns it to service.
+            self.cluster.advance(self.moment)
+            await self.cluster.release(host.name, uncordon=True)
+            self._log("uncordon", host.name, "by the human who repaired it")
+            self._sync_schedulability(host)
+        changed = self._publish(host)
+        self._refresh(host)
+        self._dispatch()
+        if changed:
+            await self._reconcile((host.name,))
+
+    async def _storm_starts(self) -> None:
+        storms = self.fleet.storms
+        assert storms is not None
+        rng = self._rng_storms
+        self._storm_ids += 1
+        storm = self._storm_ids
+        zone = rng.choice(self.fleet.zones)
+        members = [h.slot for h in self.hosts if h.zone == zone and h.present and h.storm == 0]
+        count = min(len(members), math.ceil(storms.fraction * len(members)))
+        struck = sorted(rng.sample(members, count))
+        lasts = storms.lasts.draw(rng).total_seconds()
+        self.agenda.push(
+            self.now + rng.expovariate(1.0 / storms.mean_interval.total_seconds()),
+            Kind.StormStarts,
+        )
+        self.storms += 1
+        self._storm_symptoms[storm] = storms.symptom
+        self._storm_hosts[storm] = struck
+        self._log("storm-start", "", f"{count} nodes of {zone} show {storms.symptom.reason}")
+        touched = []
+        for slot in struck:
+            host = self.hosts[slot]
+            host.storm = storm
+            if self._publish(host):
+                touched.append(host.name)
+            self._refresh(host)
+        self.agenda.push(self.now + lasts, Kind.StormEnds, storm)
+        await self._reconcile(touched)
+
+    async def _storm_ends(self, storm: int) -> None:
+        touched = []
+        for slot in self._storm_hosts.pop(storm, []):
+            host = self.hosts[slot]
+            if host.storm != storm:
+                continue
+            host.storm = 0
+            if host.present and self._publish(host):
+                touched.append(host.name)
+            self._refresh(host)
+        self._log("storm-end", "", f"storm {storm} is over")
+        await self._reconcile(touched)
+
+    def _job_crash(self, job_id: int, attempt: int) -> None:
+        jobs = self.jobs
+        assert jobs is not None
+        job = jobs.jobs[job_id]
+        if not jobs.running(job_id, attempt):
+            return
+        for slot in job.nodes:
+            if self.hosts[slot].fault is not None:
+                self._log("job-crash", self.hosts[slot].name, f"job {job_id} on a faulty node")
+                self._interrupt(slot, by_remediation=False)
+                break
+        self._dispatch()
+
+    # Actions the engine started, finished by the simulated world --------------------------------
+
+    def _later(self, host: Host, work: Work, duration: float) -> None:
+        self._action_ids += 1
+        self._pending[self._action_ids] = _Pending(host.slot, host.incarnation, work)
+        self.agenda.push(self.now + duration, Kind.ActionDone, host.slot, self._action_ids)
+
+    async def _action_done(self, action_id: int) -> None:
+        pending = self._pending.pop(action_id, None)
+        if pending is None:
+            return
+        host = self.hosts[pending.slot]
+        if host.incarnation != pending.incarnation:
+            return
+        if pending.work is Work.MachineGone:
+            await self._machine_gone(host)
+            return
+        if pending.work is Work.SuccessorJoins:
+            self._successor_joins(host)
+            return
+        action = Action.Reboot if pending.work is Work.Reboot else Action.GPUReset
+        self.cluster.advance(self.moment)
+        self.cluster.finish_execution(host.name, action, succeed=True)
+        if action is Action.Reboot:
+            # The cluster rebooted the Node (new bootID, Ready=True); publish what is true now.
+            host.rebooting = False
+            host.boot += 1
+            host.published.pop("Ready", None)
+        fixed = False
+        if host.fault is not None:
+            chance = host.fault.cause.fixed_by.get(action, 0.0)
+            fixed = self._rng_actions.random() < chance
+            if fixed:
+                host.fault = None
+        self._log("action-done", host.name, f"{action} {'fixed the fault' if fixed else 'done'}")
+        self._publish(host)
+        self._refresh(host)
+        self._dispatch()
+        await self._reconcile((host.name,))
+
+    async def _machine_gone(self, host: Host) -> None:
+        """Karpenter drained and terminated the machine: the Node is deleted."""
+        name = host.name
+        self.cluster.advance(self.moment)
+        self.cluster.delete_node(name)
+        host.present = False
+        host.fault = None
+        host.storm = 0
+        host.rebooting = False
+        self._symptomatic.discard(name)
+        self._log("node-deleted", name, "the machine was terminated")
+        self._refresh(host)
+        await self._reconcile((name,))
+
+    def _successor_joins(self, host: Host) -> None:
+        del self.slot_of[host.name]
+        host.incarnation += 1
+        host.name = node_name(host.slot, host.incarnation)
+        host.created_at = self.now
+        host.boot = 0
+        host.present = True
+        host.replacing = False
+        host.unschedulable = False
+        host.quarantined = False
+        self._log("node-joined", host.name, "a replacement machine registered")
+        self.cluster.advance(self.moment)
+        self._join(host)
+        self._dispatch()
+
+    # The engine --------------------------------------------------------------------------------
+
+    async def _reconcile(self, touched: Iterable[str]) -> None:
+        focus = set(touched)
+        focus.update(self.active)
+        focus.update(self._symptomatic)
+        moment = self.moment
+        self.cluster.advance(moment)
+        result = await reconciler.reconcile(
+            self.policy, self.cluster.views(), self.ports, moment, frozenset(focus)
+        )
+        self.reconciles += 1
+        if self.now == self._last_reconcile_at:
+            self._same_instant += 1
+        else:
+            self._same_instant = 0
+            self._last_reconcile_at = self.now
+        self._absorb(result)
+        if self.observer is not None:
+            self.observer(self, result)
+        self._dispatch()
+
+    def _absorb(self, result: Reconciled) -> None:
+        # Sorted: the engine's order may follow set iteration, which differs between processes.
+        for state in sorted(result.written, key=lambda s: (s.node, s.name)):
+            if state.name not in self._known:
+                self._known.add(state.name)
+                self.opened += 1
+            previous = self.active.get(state.node)
+            if previous is None or previous.phase != state.phase or previous.reason != state.reason:
+                self._log(
+                    "remediation", state.node, f"{state.phase} {state.reason}: {state.message}"
+                )
+            if state.terminal:
+                if previous is not None and previous.name == state.name:
+                    del self.active[state.node]
+                if state.name not in self._closed:
+                    self._closed.add(state.name)
+                    self.outcomes[state.phase.value] += 1
+                    self._finished.append((self.now, state.name))
+                    if state.phase is Phase.Failed:
+                        self._call_a_human(state.node)
+            else:
+                self.active[state.node] = state
+        for transition in result.transitions:
+            if transition.outcome is None:
+                self.actions[transition.action] += 1
+        for applied in sorted(result.applied, key=lambda a: a.node):
+            if applied.result == "ok":
+                self._carry_out(applied.effect)
+        self.ledger.blocked = {str(reason): count for reason, count in result.blocked.items()}
+        if result.summary is not None:
+            self.ledger.set_in_flight(result.summary.in_flight)
+        self._forget_old()
+        wake = result.next_wake
+        if wake is not None:
+            at = max((wake - self.start).total_seconds(), self.now)
+            if at == self.now and self._same_instant >= SAME_INSTANT_LIMIT:
+                at = self.now + 1.0
+            if self._wake_at is None or at != self._wake_at:
+                self._wake_at = at
+                self.agenda.push(at, Kind.PolicyWake)
+
+    def _carry_out(self, effect: object) -> None:
+        """What the world does when the engine applied an effect to the memory cluster."""
+        if isinstance(effect, Cordon | Release):
+            host = self.host(effect.node)
+            if host is not None:
+                self._log(type(effect).__name__.lower(), host.name, "")
+                self._sync_schedulability(host)
+        elif isinstance(effect, Evict):
+            host = self.host(effect.node)
+            if host is not None:
+                self._log("drain", host.name, "forced" if effect.force else "")
+                self._interrupt(host.slot, by_remediation=True)
+        elif isinstance(effect, RunExecutor):
+            key = (effect.remediation, effect.action, effect.attempt)
+            host = self.host(effect.node)
+            if host is None or key in self._started:
+                return
+            self._started.add(key)
+            durations = self.mix.durations
+            self._log(effect.action.value.lower(), host.name, f"attempt {effect.attempt}")
+            if effect.action is Action.Reboot:
+                host.rebooting = True
+                self._interrupt(host.slot, by_remediation=True)
+                self._publish(host)
+                self._refresh(host)
+                self._later(
+                    host, Work.Reboot, durations.reboot.draw(self._rng_actions).total_seconds()
+                )
+            else:
+                self._later(
+                    host, Work.GPUReset, durations.gpu_reset.draw(self._rng_actions).total_seconds()
+                )
+        elif isinstance(effect, Replace):
+            host = self.host(effect.node)
+            if host is None or host.replacing:
+                return
+            host.replacing = True
+            self.replacements += 1
+            self._log("replace", host.name, str(effect.provider))
+            self._interrupt(host.slot, by_remediation=True)
+            durations = self.mix.durations
+            gone = durations.drain.draw(self._rng_actions).total_seconds()
+            back = max(gone, durations.replace.draw(self._rng_actions).total_seconds())
+            self._later(host, Work.MachineGone, gone)
+            self._later(host, Work.SuccessorJoins, back)
+
+    def _call_a_human(self, node: str) -> None:
+        """A Failed Remediation leaves its node cordoned for a human, who comes within the
+        fault mix's manualRepair time, repairs whatever is wrong and uncordons it."""
+        host = self.host(node)
+        if host is None:
+            return
+        delay = self.mix.durations.manual_repair.draw(self._rng_actions).total_seconds()
+        self.agenda.push(self.now + delay, Kind.ManualRepair, host.slot, HUMAN_CHECK)
+
+    def _forget_old(self) -> None:
+        """Delete finished Remediations no decision can read any more (see `_retention_for`)."""
+        horizon = self.now - self._retention
+        while self._finished and self._finished[0][0] < horizon:
+            _, name = self._finished.popleft()
+            self.cluster.delete_remediation(name)
+
+    # Bookkeeping -------------------------------------------------------------------------------
+
+    def _publish(self, host: Host) -> bool:
+        if not host.present:
+            return False
+        symptom = self._storm_symptoms.get(host.storm) if host.storm else None
+        changed = self.publisher.publish(host, symptom, self.cluster)
+        if host.symptomatic:
+            self._symptomatic.add(host.name)
+        else:
+            self._symptomatic.discard(host.name)
+        return changed
+
+    def _sync_schedulability(self, host: Host) -> None:
+        view = self.cluster.views().get(host.name)
+        if view is not None:
+            host.unschedulable = view.unschedulable
+            host.quarantined = view.quarantined
+        self._refresh(host)
+
+    def _schedulable(self, slot: int) -> bool:
+        return self.hosts[slot].schedulable
+
+    def _refresh(self, host: Host) -> None:
+        """Update the ledger's counts and the job scheduler after a change to `host`."""
+        ledger = self.ledger
+        available = host.available
+        faulty = host.schedulable and host.fault is not None
+        if available != host.counted_available:
+            ledger.available += 1 if available else -1
+            host.counted_available = available
+        if faulty != host.counted_faulty:
+            ledger.schedulable_faulty += 1 if faulty else -1
+            host.counted_faulty = faulty
+        if self.jobs is not None:
+            self.jobs.set_usable(host.slot, host.schedulable)
+        if available and host.fault_since is not None:
+            self.recover_seconds.append(self.now - host.fault_since)
+            host.fault_since = None
+
+    def _interrupt(self, slot: int, *, by_remediation: bool) -> None:
+        if self.jobs is None:
+            return
+        job = self.jobs.interrupt_on(slot, self.now)
+        if job is not None:
+            if by_remediation:
+                self.remediation_interruptions += 1
+            self._log(
+                "job-interrupted",
+                self.hosts[slot].name,
+                f"job {job.id} ({'remediation' if by_remediation else 'fault'})",
+            )
+
+    def _dispatch(self) -> None:
+        jobs = self.jobs
+        if jobs is None:
+            return
+        for job in jobs.dispatch(self.now):
+            for slot in job.nodes:
+                if self.hosts[slot].fault is not None:
+                    delay = self.mix.durations.job_crash_on_faulty_node.draw(self._rng_jobs)
+                    self.agenda.push(
+                        self.now + delay.total_seconds(), Kind.JobCrash, job.id, job.attempt
+                    )
+                    break
+
+    def _log(self, event: str, node: str, detail: str) -> None:
+        if self.timeline is not None:
+            self.timeline.record(
+                self.now,
+                self.policy.name,
+                event,
+                node,
+                detail,
+                self.ledger.available,
+                self.ledger.in_flight,
+            )
+
+    # Report ------------------------------------------------------------------------------------
+
+    def _report(self) -> reports.Report:
+        fleet = self.fleet
+        node_seconds = fleet.nodes * self.end
+        outcomes: dict[str, int] = dict(sorted(self.outcomes.items()))
+        if self.active:
+            outcomes["(still active)"] = len(self.active)
+        job_stats = self.jobs.stats(self.end) if self.jobs is not None else None
+        recover_minutes = [s / 60.0 for s in self.recover_seconds]
+        p50 = reports.percentile(recover_minutes, 50)
+        p95 = reports.percentile(recover_minutes, 95)
+        return reports.Report(
+            policy=self.policy.name,
+            seed=self.seed,
+            days=self.days,
+            nodes=fleet.nodes,
+            gpus_per_node=fleet.gpus_per_node,
+            availability=round(self.ledger.available_seconds / node_seconds, 6),
+            schedulable_faulty=round(self.ledger.schedulable_faulty_seconds / node_seconds, 6),
+            gpu_hours_unavailable=round(
+                (node_seconds - self.ledger.available_seconds) * fleet.gpus_per_node / 3600.0, 1
+            ),
+            faults=self.faults,
+            storms=self.storms,
+            job_attempts=job_stats.attempts if job_stats else 0,
+            jobs_completed=job_stats.completed if job_stats else 0,
+            job_interruptions=job_stats.interrupted if job_stats else 0,
+            interruptions_by_remediation=self.remediation_interruptions,
+            job_success_rate=round(job_stats.success_rate, 6) if job_stats else 1.0,
+            job_gpu_hours_lost=round(job_stats.lost_gpu_hours, 1) if job_stats else 0.0,
+            job_wait_hours=round(job_stats.waiting_job_hours, 1) if job_stats else 0.0,
+            remediations=self.opened,
+            outcomes=outcomes,
+            actions=reports.actions_from(self.actions),
+            replacements=self.replacements,
+            manual_repairs=self.manual_repairs,
+            recover_p50_minutes=None if p50 is None else round(p50, 1),
+            recover_p95_minutes=None if p95 is None else round(p95, 1),
+            blocked_hours={
+                reason: round(seconds / 3600.0, 2)
+                for reason, seconds in sorted(self.ledger.blocked_seconds.items())
+            },
+            peak_in_flight=self.ledger.peak_in_flight,
+        )

@@ -1,0 +1,123 @@
+"""`remediation-operator check-policy`: what a policy author sees before applying a policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remediation_operator import cli
+from tests.api.conftest import EXAMPLES, GOOD_EXAMPLES, INVALID_EXAMPLES
+
+
+def check(capsys: pytest.CaptureFixture[str], *files: Path | str) -> tuple[int, list[str]]:
+    code = cli.main(["check-policy", *map(str, files)])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def expected_path(example: Path) -> str:
+    """Each invalid example says in a `# expect: <field path>` comment which field is wrong."""
+    for line in example.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# expect: "):
+            return line.removeprefix("# expect: ").strip()
+    raise AssertionError(f"{example} has no '# expect:' line")
+
+
+def test_good_examples_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = check(capsys, *GOOD_EXAMPLES)
+    assert code == 0
+    assert lines == [f"{p}: ok" for p in GOOD_EXAMPLES]
+
+
+def test_there_are_invalid_examples_of_every_kind() -> None:
+    names = {p.stem for p in INVALID_EXAMPLES}
+    for kind in (
+        "bad-duration",
+        "unknown-action",
+        "ladder-out-of-order",
+        "bad-regex",
+        "bad-budget",
+        "bad-cron",
+        "missing-on-exhausted",
+        "unknown-field",
+    ):
+        assert kind in names
+
+
+@pytest.mark.parametrize("example", INVALID_EXAMPLES, ids=lambda p: p.stem)
+def test_each_invalid_example_fails_naming_its_field(
+    capsys: pytest.CaptureFixture[str], example: Path
+) -> None:
+    assert example.read_text().startswith("# INVALID: ")
+    code, lines = check(capsys, example)
+    assert code == 1
+    assert lines, "an invalid policy must print why"
+    assert [line.split(": ")[1] for line in lines] == [expected_path(example)], lines
+    assert all(line.startswith(f"{example}: ") for line in lines)
+
+
+def test_mixed_files_report_each_and_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    bad = EXAMPLES / "invalid" / "bad-duration.yaml"
+    code, lines = check(capsys, GOOD_EXAMPLES[0], bad)
+    assert code == 1
+    assert lines[0] == f"{GOOD_EXAMPLES[0]}: ok"
+    assert lines[1].startswith(f"{bad}: spec.faults[0].tolerate: '5 minutes' is not a duration")
+
+
+def test_multi_document_files_name_the_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = (EXAMPLES / "minimal-policy.yaml").read_text()
+    bad = (EXAMPLES / "invalid" / "bad-regex.yaml").read_text()
+    both = tmp_path / "both.yaml"
+    both.write_text(f"{good}\n---\n{bad}")
+    code, lines = check(capsys, both)
+    assert code == 1
+    assert lines == [
+        f"{both} (document 2): spec.faults[0].match[0].reason: 'NvidiaXID(46|62Error' is not a"
+        " valid regular expression: missing ), unterminated subpattern at position 9"
+    ]
+    both.write_text(f"{good}\n---\n{good}")
+    assert check(capsys, both) == (0, [f"{both}: ok"])
+
+
+def test_yaml_syntax_errors_give_the_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: remediation.gpuops.io/v1alpha1\nkind: [unclosed\nspec: {}\n")
+    code, lines = check(capsys, broken, EXAMPLES / "invalid" / "bad-cron.yaml")
+    assert code == 2  # worse than invalid
+    assert lines[0].startswith(f"{broken}:3:")
+    assert "YAML syntax error" in lines[0]
+    assert "spec.budgets[0].schedule" in lines[1]
+
+
+def test_unreadable_and_empty_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    code, lines = check(capsys, missing)
+    assert code == 2
+    assert lines[0].startswith(f"{missing}: cannot read:")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n")
+    assert check(capsys, empty) == (1, [f"{empty}: no YAML document found"])
+
+
+def test_other_kinds_are_not_policies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = tmp_path / "node.yaml"
+    node.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: gpu-1}\n")
+    code, lines = check(capsys, node)
+    assert code == 1
+    assert f"{node}: apiVersion: 'v1' is not remediation.gpuops.io/v1alpha1" in lines
+    assert f"{node}: kind: 'Node' is not RemediationPolicy" in lines
+    assert f"{node}: spec: is required" in lines
+
+
+def test_the_example_in_the_policy_docs_is_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "policy.md").read_text()
+    block = docs.split("## A full example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = tmp_path / "from-docs.yaml"
+    example.write_text(block)
+    assert check(capsys, example) == (0, [f"{example}: ok"])

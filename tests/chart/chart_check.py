@@ -1,0 +1,492 @@
+"""The chart gate: the Helm chart and the example policies checked with the real tools.
+
+Users install with Helm and apply our example policies, so CI checks what they would get:
+`helm lint`, `helm template` for the default values and every file in the chart's `ci/`,
+`kubernetes-validate --strict` on every rendered built-in object (and on the executor Job
+templates inside the ConfigMap) for the oldest and newest Kubernetes the chart supports, and
+`check-jsonschema` of rendered and example custom resources against a JSON Schema made from our
+own CRDs (tests/chart/crd_schema.py). `make chart-check` runs
+`python -m tests.chart.chart_check`; the pytest tests next to this module call the same
+functions and assert on the rendered content.
+
+kubernetes-validate only *warns* about a kind it has no schema for, which would let a typo in
+an apiVersion pass. So every rendered document is sorted first: built-in kinds go to
+kubernetes-validate (and any "Couldn't find schema" in its output fails the check), our kinds
+go to check-jsonschema, and the kinds in SKIPPED_KINDS are skipped out loud, with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.chart import crd_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "remediation-operator"
+CHART_CRDS = CHART / "crds"
+CRDS = ROOT / "crds"
+EXAMPLES = ROOT / "examples"
+INVALID_EXAMPLES = EXAMPLES / "invalid"
+
+REGENERATE_CRDS = "remediation-operator crds --out crds --out charts/remediation-operator/crds"
+RELEASE = "remediation-operator"
+NAMESPACE = "remediation-system"
+KUBERNETES_VERSIONS = ("1.28.0", "1.37.0")
+"""The chart's kubeVersion floor and the newest schema kubernetes-validate 1.37 bundles."""
+
+SKIPPED_KINDS: Mapping[tuple[str, str], str] = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): (
+        "kubernetes-validate bundles no schema for it and the Prometheus Operator CRDs are not"
+        " vendored here; tests/chart asserts its selector and port instead"
+    ),
+}
+
+SCHEMA_BLIND: Mapping[str, str] = {
+    "bad-cron.yaml": "cron field ranges are checked by domain/schedule.py, not by a pattern",
+    "bad-regex.yaml": "whether a regular expression compiles is not a schema question",
+    "bad-selector.yaml": "values-required-for-In/NotIn is a cross-field rule (CEL, not carried)",
+    "cordon-approval.yaml": (
+        "requireApproval shares the Action enum; a narrower enum without Cordon would catch it"
+    ),
+    "duplicate-fault-name.yaml": (
+        "unique names need x-kubernetes-list-type: map, which JSON Schema does not read"
+    ),
+    "force-on-reboot.yaml": "Force-only-on-Drain is a cross-field rule (CEL, not carried)",
+    "ladder-out-of-order.yaml": "ladder order is a rule over the whole list",
+    "missing-on-exhausted.yaml": "onExhausted is required only when the ladder ends before Replace",
+    "schedule-without-duration.yaml": (
+        "schedule-needs-duration is a cross-field rule; structural schemas forbid dependencies"
+    ),
+}
+"""examples/invalid/ files whose mistake our CRD schema does not see, and why; every other
+invalid example must fail check-jsonschema. `remediation-operator check-policy` catches all."""
+
+Document = dict[str, Any]
+Kind = tuple[str, str]
+
+
+class CheckFailedError(Exception):
+    """A check found a problem; the message says which check, which file and what."""
+
+
+class ToolMissingError(CheckFailedError):
+    """A tool the checks need is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class Tools:
+    helm: str
+    kubernetes_validate: str
+    check_jsonschema: str
+
+    @classmethod
+    def find(cls) -> Tools:
+        """Locate the tools in this virtualenv's bin/ first, then on PATH."""
+        bin_dir = Path(sys.executable).parent
+        found: dict[str, str] = {}
+        missing: list[str] = []
+        hints = {
+            "helm": "python scripts/install_helm.py",
+            "kubernetes-validate": "pip install kubernetes-validate==1.37.0",
+            "check-jsonschema": "pip install check-jsonschema==0.39.0",
+        }
+        for name, hint in hints.items():
+            local = bin_dir / name
+            path = str(local) if local.is_file() else shutil.which(name)
+            if path is None:
+                missing.append(f"{name} (install: {hint})")
+            else:
+                found[name] = path
+        if missing:
+            raise ToolMissingError("not installed: " + "; ".join(missing))
+        return cls(found["helm"], found["kubernetes-validate"], found["check-jsonschema"])
+
+
+def run_tool(command: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(command), capture_output=True, text=True, check=False)
+
+
+def _values_args(values: Path | None, overrides: Sequence[str]) -> list[str]:
+    args = ["--values", str(values)] if values is not None else []
+    for override in overrides:
+        args += ["--set", override]
+    return args
+
+
+def values_files() -> list[Path | None]:
+    """None (the chart's defaults) and every values file under the chart's ci/."""
+    return [None, *sorted((CHART / "ci").glob("*.yaml"))]
+
+
+def label(values: Path | None) -> str:
+    return "default values" if values is None else str(values.relative_to(ROOT))
+
+
+def helm_lint(tools: Tools, values: Path | None = None) -> None:
+    result = run_tool([tools.helm, "lint", "--strict", str(CHART), *_values_args(values, ())])
+    if result.returncode != 0:
+        raise CheckFailedError(f"helm lint ({label(values)}):\n{result.stdout}{result.stderr}")
+
+
+def template(
+    tools: Tools, values: Path | None = None, overrides: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`helm template` as a user would run it; the caller decides what a failure means."""
+    return run_tool(
+        [
+            tools.helm,
+            "template",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            NAMESPACE,
+            *_values_args(values, overrides),
+        ]
+    )
+
+
+def render(
+    tools: Tools, values: Path | None = None, overrides: Sequence[str] = ()
+) -> list[Document]:
+    """The rendered objects (CRDs under crds/ are not rendered by `helm template`)."""
+    result = template(tools, values, overrides)
+    if result.returncode != 0:
+        raise CheckFailedError(f"helm template ({label(values)}) failed:\n{result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def kind_of(doc: Mapping[str, Any]) -> Kind:
+    return (str(doc.get("apiVersion", "")), str(doc.get("kind", "")))
+
+
+def objects(docs: Iterable[Document], kind: str) -> list[Document]:
+    """The rendered objects of one kind, in render order."""
+    return [doc for doc in docs if doc.get("kind") == kind]
+
+
+Rule = tuple[str, str, str]
+"""(apiGroup, resource[/subresource], verb), the unit an RBAC audit compares."""
+
+
+def granted(role: Mapping[str, Any]) -> frozenset[Rule]:
+    """Every (group, resource, verb) a rendered Role or ClusterRole grants."""
+    return frozenset(
+        (group, resource, verb)
+        for rule in role.get("rules", [])
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule.get("verbs", [])
+    )
+
+
+def rbac(docs: Iterable[Document]) -> dict[str, frozenset[Rule]]:
+    """The chart's grants: {"cluster": ClusterRole rules, "namespace": Role rules}.
+
+    For the RBAC-proof test against the emulator's request log: render the chart
+    (`render(Tools.find())`) and compare what the operator used with these sets.
+    """
+    found: dict[str, frozenset[Rule]] = {"cluster": frozenset(), "namespace": frozenset()}
+    for doc in docs:
+        if doc.get("kind") == "ClusterRole":
+            found["cluster"] |= granted(doc)
+        elif doc.get("kind") == "Role":
+            found["namespace"] |= granted(doc)
+    return found
+
+
+def job_templates(docs: Iterable[Document]) -> dict[str, Document]:
+    """The executor Job manifests shipped in the chart's job-templates ConfigMap, by file."""
+    for doc in docs:
+        if kind_of(doc) == ("v1", "ConfigMap") and doc["metadata"]["name"].endswith(
+            "-job-templates"
+        ):
+            return {name: yaml.safe_load(text) for name, text in doc.get("data", {}).items()}
+    return {}
+
+
+def as_object(file_name: str, job: Document) -> Document:
+    """A Job template with the name the operator would give it, so it validates as an object.
+
+    The templates carry no name on purpose: the operator derives it from the Remediation.
+    """
+    metadata = {"name": f"template-{Path(file_name).stem}", **job.get("metadata", {})}
+    return {**job, "metadata": metadata}
+
+
+# --- built-in kinds ------------------------------------------------------------------------
+
+
+def validate_builtin(tools: Tools, docs: Sequence[Document], workdir: Path, name: str) -> str:
+    """kubernetes-validate --strict for every supported Kubernetes version; returns its report.
+
+    Fails on any invalid object and on any object it has no schema for.
+    """
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    versions = [arg for version in KUBERNETES_VERSIONS for arg in ("-k", version)]
+    result = run_tool([tools.kubernetes_validate, "--strict", *versions, str(path)])
+    report = result.stdout + result.stderr
+    if result.returncode != 0 or "Couldn't find schema" in report:
+        raise CheckFailedError(f"kubernetes-validate --strict ({name}):\n{report}")
+    return report
+
+
+# --- our kinds -------------------------------------------------------------------------------
+
+
+def crd_files(directory: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(directory.glob("*.yaml"))}
+
+
+def differing_crds(top: Mapping[str, bytes], chart: Mapping[str, bytes]) -> list[str]:
+    """File names present in only one of the two CRD sets, or with different bytes."""
+    return sorted(name for name in set(top) | set(chart) if top.get(name) != chart.get(name))
+
+
+def sync_chart_crds() -> str:
+    """Check that the chart's crds/ equals the top-level crds/ (the generator writes both).
+
+    While the chart has no copy at all, the top-level CRDs are copied in (and that is said);
+    once it has one, any difference fails: CRDs are not something to reconcile silently.
+    """
+    top = crd_files(CRDS)
+    if not top:
+        raise CheckFailedError("crds/ holds no CRDs: run `make crds` (remediation-operator crds)")
+    chart = crd_files(CHART_CRDS)
+    if not chart:
+        CHART_CRDS.mkdir(parents=True, exist_ok=True)
+        for name, content in top.items():
+            (CHART_CRDS / name).write_bytes(content)
+        return f"copied {len(top)} CRDs from crds/ into {CHART_CRDS.relative_to(ROOT)}/"
+    differing = differing_crds(top, chart)
+    if differing:
+        raise CheckFailedError(
+            f"{CHART_CRDS.relative_to(ROOT)}/ differs from crds/ in {', '.join(differing)}:"
+            f" run `{REGENERATE_CRDS}`"
+        )
+    return f"{CHART_CRDS.relative_to(ROOT)}/ equals crds/ ({len(top)} CRDs)"
+
+
+def load_crds(directory: Path = CRDS) -> dict[Kind, Document]:
+    """Our CRDs by (apiVersion, kind) of the resources they define (served versions)."""
+    crds: dict[Kind, Document] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                crds[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = crd
+    return crds
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """check-jsonschema's answer for one custom resource document."""
+
+    source: str
+    kind: Kind
+    errors: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def validate_custom(
+    tools: Tools,
+    docs: Sequence[tuple[str, Document]],
+    crds: Mapping[Kind, Document],
+    workdir: Path,
+) -> list[Verdict]:
+    """check-jsonschema each (source, document) against its kind's schema, one run per kind."""
+    verdicts: list[Verdict] = []
+    by_kind: dict[Kind, list[tuple[str, Path]]] = {}
+    for index, (source, doc) in enumerate(docs):
+        kind = kind_of(doc)
+        if kind not in crds:
+            verdicts.append(Verdict(source, kind, (f"no CRD in crds/ defines {kind}",)))
+            continue
+        path = workdir / f"instance-{index}.json"
+        path.write_text(json.dumps(doc))
+        by_kind.setdefault(kind, []).append((source, path))
+    for kind, items in by_kind.items():
+        schema_path = workdir / f"schema-{kind[1]}.json"
+        schema_path.write_text(json.dumps(crd_schema.for_resource(crds[kind], kind[0])))
+        result = run_tool(
+            [
+                tools.check_jsonschema,
+                "--output-format",
+                "json",
+                "--schemafile",
+                str(schema_path),
+                *(str(path) for _, path in items),
+            ]
+        )
+        try:
+            report = json.loads(result.stdout)
+        except json.JSONDecodeError as exc:
+            raise CheckFailedError(f"check-jsonschema gave no report:\n{result.stderr}") from exc
+        if report.get("parse_errors"):
+            raise CheckFailedError(f"check-jsonschema could not read: {report['parse_errors']}")
+        errors: dict[str, list[str]] = {}
+        for error in report.get("errors", []):
+            errors.setdefault(error["filename"], []).append(
+                f"{error.get('path', '$')}: {error.get('message', error)}"
+            )
+        verdicts += [
+            Verdict(source, kind, tuple(errors.get(str(path), ()))) for source, path in items
+        ]
+    return verdicts
+
+
+def example_documents(directory: Path) -> list[tuple[str, Document]]:
+    """(file[#index], document) for every document of every YAML file in `directory`."""
+    found: list[tuple[str, Document]] = []
+    for path in sorted(directory.glob("*.yaml")):
+        docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+        for index, doc in enumerate(docs):
+            suffix = f"#{index}" if len(docs) > 1 else ""
+            found.append((f"{_relative(path)}{suffix}", doc))
+    return found
+
+
+# --- the whole gate ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One values file's render, sorted by who validates what."""
+
+    builtin: tuple[Document, ...]
+    custom: tuple[Document, ...]
+    skipped: tuple[tuple[Kind, str], ...]
+    jobs: Mapping[str, Document]
+
+
+def sort_rendered(docs: Sequence[Document], custom_kinds: Iterable[Kind]) -> Rendered:
+    custom_set = set(custom_kinds)
+    builtin: list[Document] = []
+    custom: list[Document] = []
+    skipped: list[tuple[Kind, str]] = []
+    for doc in docs:
+        kind = kind_of(doc)
+        if kind in SKIPPED_KINDS:
+            skipped.append((kind, SKIPPED_KINDS[kind]))
+        elif kind in custom_set or kind[0].startswith("remediation.gpuops.io/"):
+            custom.append(doc)
+        else:
+            builtin.append(doc)
+    return Rendered(tuple(builtin), tuple(custom), tuple(skipped), job_templates(docs))
+
+
+def check_values(tools: Tools, values: Path | None, crds: Mapping[Kind, Document]) -> list[str]:
+    """Lint, render and validate one values file; returns what was checked, line by line."""
+    lines: list[str] = []
+    name = label(values)
+    helm_lint(tools, values)
+    lines.append(f"helm lint: ok ({name})")
+    rendered = sort_rendered(render(tools, values), crds)
+    with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:
+        workdir = Path(tmp)
+        docs = [*rendered.builtin, *(as_object(f, job) for f, job in rendered.jobs.items())]
+        validate_builtin(tools, docs, workdir, Path(name).stem.replace(" ", "-"))
+        lines.append(
+            f"kubernetes-validate --strict {'/'.join(KUBERNETES_VERSIONS)}: ok ({name}:"
+            f" {len(rendered.builtin)} objects, {len(rendered.jobs)} Job templates)"
+        )
+        if rendered.custom:
+            sources = [(f"{name}: {d['kind']}/{d['metadata']['name']}", d) for d in rendered.custom]
+            bad = [v for v in validate_custom(tools, sources, crds, workdir) if not v.ok]
+            if bad:
+                raise CheckFailedError("\n".join(f"{v.source}: {'; '.join(v.errors)}" for v in bad))
+            lines.append(f"check-jsonschema: ok ({name}: {len(rendered.custom)} custom resources)")
+    lines += [f"skipped {kind[1]} ({name}): {why}" for kind, why in rendered.skipped]
+    return lines
+
+
+def check_examples(
+    tools: Tools,
+    crds: Mapping[Kind, Document],
+    examples: Path = EXAMPLES,
+    invalid_examples: Path = INVALID_EXAMPLES,
+    schema_blind: Mapping[str, str] = SCHEMA_BLIND,
+) -> list[str]:
+    """Every example validates; every invalid example fails unless listed in `schema_blind`."""
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:
+        good = example_documents(examples)
+        if not good:
+            raise CheckFailedError(f"{examples} holds no example policies")
+        bad = [v for v in validate_custom(tools, good, crds, Path(tmp)) if not v.ok]
+        if bad:
+            raise CheckFailedError("\n".join(f"{v.source}: {'; '.join(v.errors)}" for v in bad))
+        lines.append(f"check-jsonschema {_shown(examples)}: ok ({len(good)} documents)")
+    with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:
+        verdicts = validate_custom(tools, example_documents(invalid_examples), crds, Path(tmp))
+        missed = [
+            v.source
+            for v in verdicts
+            if v.ok and Path(v.source.split("#")[0]).name not in schema_blind
+        ]
+        if missed:
+            raise CheckFailedError(
+                "the CRD schema accepts these invalid examples: "
+                + ", ".join(missed)
+                + ". Tighten the schema, or add the file to SCHEMA_BLIND in"
+                " tests/chart/chart_check.py with the reason no schema can see the mistake."
+            )
+        caught = sum(not v.ok for v in verdicts)
+        lines.append(
+            f"check-jsonschema {_shown(invalid_examples)}: {caught} rejected as they should be,"
+            f" {len(verdicts) - caught} left to check-policy (SCHEMA_BLIND)"
+        )
+    return lines
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _shown(directory: Path) -> str:
+    return f"{_relative(directory)}/"
+
+
+def run_all() -> list[str]:
+    tools = Tools.find()
+    lines = [sync_chart_crds()]
+    crds = load_crds()
+    for values in values_files():
+        lines += check_values(tools, values, crds)
+    lines += check_examples(tools, crds)
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.chart.chart_check",
+        description="Lint, render and schema-validate the Helm chart and the example policies.",
+    )
+    parser.parse_args(argv)
+    try:
+        for line in run_all():
+            print(f"chart-check: {line}", flush=True)
+    except CheckFailedError as failure:
+        print(f"chart-check: FAILED: {failure}", file=sys.stderr)
+        return 1
+    print("chart-check: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

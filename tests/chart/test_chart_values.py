@@ -1,0 +1,76 @@
+"""Bad values are refused by `helm template`/`helm install` with a message naming the value."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chart import chart_check
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (["replica=3"], "'replica' not allowed"),
+        (["operator.retention=30d"], "/operator/retention"),
+        (
+            ["operator.leaderElection.leaseDuration=fifteen"],
+            "/operator/leaderElection/leaseDuration",
+        ),
+        (["operator.logFormat=xml"], "/operator/logFormat"),
+        (["replicas=0"], "/replicas"),
+        (["image.digest=sha256:abc"], "/image/digest"),
+        (["jobTemplates.reboot.image.digest=md5:00"], "/jobTemplates/reboot/image/digest"),
+        (["serviceMonitor.enable=true"], "'enable' not allowed"),
+        (["defaultPolicy.name=Not_A_Name"], "/defaultPolicy/name"),
+        (["image.tag=latest"], 'image tag "latest"'),
+        (["jobTemplates.gpuReset.image.tag=latest"], "nvcr.io/nvidia/cuda"),
+        (["jobTemplates.reboot.image.tag="], "image.tag is empty"),
+        (["podDisruptionBudget.enabled=true", "replicas=1"], "needs replicas >= 2"),
+    ],
+)
+def test_bad_values_fail_naming_the_value(
+    tools: chart_check.Tools, overrides: list[str], named: str
+) -> None:
+    result = chart_check.template(tools, overrides=overrides)
+    assert result.returncode != 0
+    assert named in result.stderr
+    assert result.stdout == ""
+
+
+def test_null_drops_a_default_map(tools: chart_check.Tools) -> None:
+    docs = chart_check.render(tools, overrides=["affinity=null"])
+    (deployment,) = chart_check.objects(docs, "Deployment")
+    assert "affinity" not in deployment["spec"]["template"]["spec"]
+
+
+def test_disabling_rbac_and_service_account_renders_neither(tools: chart_check.Tools) -> None:
+    docs = chart_check.render(tools, overrides=["rbac.create=false", "serviceAccount.create=false"])
+    kinds = {doc["kind"] for doc in docs}
+    assert kinds.isdisjoint({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
+    assert "ServiceAccount" not in kinds
+    (deployment,) = chart_check.objects(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "default"
+
+
+def test_notes_tell_the_user_how_to_check_the_install(tools: chart_check.Tools) -> None:
+    result = chart_check.run_tool(
+        [
+            tools.helm,
+            "install",
+            "gpu",
+            str(chart_check.CHART),
+            "--namespace",
+            "ops",
+            "--dry-run=client",
+            "--set",
+            "defaultPolicy.enabled=true",
+        ]
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "kubectl get rpol,rem" in notes
+    assert "kubectl -n ops get lease remediation-operator" in notes
+    assert "logs -l app.kubernetes.io/instance=gpu" in notes
+    assert "svc/gpu-remediation-operator-metrics 8080" in notes
+    assert "DryRun mode" in notes
+    assert "CRDs are not upgraded by `helm upgrade`" in notes

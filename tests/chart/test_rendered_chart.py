@@ -1,0 +1,433 @@
+"""What a user gets from `helm install`: the rendered objects, asserted field by field."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.chart import chart_check
+
+Document = dict[str, Any]
+VALUE_SETS = ("default", "monitoring-policy-values", "nodeagent-single-values")
+
+# The RBAC the operator needs (the lead's runtime contract). Leases, and creating, reading
+# and deleting executor Jobs, are granted only in the operator's namespace; kopf's cluster-wide
+# watch of our labelled Jobs needs list/watch cluster-wide; everything else is cluster-wide.
+CLUSTER_RULES = frozenset(
+    {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")}
+    | {("", "pods", v) for v in ("list", "watch", "delete")}
+    | {("", "pods/eviction", "create")}
+    | {("", "events", v) for v in ("create", "patch")}
+    | {("events.k8s.io", "events", v) for v in ("create", "patch")}
+    | {("", "namespaces", v) for v in ("list", "watch")}
+    | {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
+    | {
+        ("remediation.gpuops.io", "remediationpolicies", v)
+        for v in ("get", "list", "watch", "patch")
+    }
+    | {
+        ("remediation.gpuops.io", "remediationpolicies/status", v)
+        for v in ("get", "patch", "update")
+    }
+    | {
+        ("remediation.gpuops.io", "remediations", v)
+        for v in ("get", "list", "watch", "create", "patch", "update", "delete")
+    }
+    | {("remediation.gpuops.io", "remediations/status", v) for v in ("get", "patch", "update")}
+    | {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "watch", "delete")}
+    | {("batch", "jobs", v) for v in ("list", "watch")}
+)
+NAMESPACE_RULES = frozenset(
+    {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+    | {("batch", "jobs", v) for v in ("get", "create", "delete")}
+)
+
+CONTRACT_METRICS = frozenset(
+    {
+        "gpuops_remediation_remediations",
+        "gpuops_remediation_actions_total",
+        "gpuops_remediation_step_duration_seconds",
+        "gpuops_remediation_decisions_total",
+        "gpuops_remediation_blocked",
+        "gpuops_remediation_budget_headroom",
+        "gpuops_remediation_circuit_open",
+        "gpuops_remediation_nodes_quarantined",
+        "gpuops_remediation_reaction_seconds",
+        "gpuops_remediation_leader",
+        "gpuops_remediation_policy_accepted",
+    }
+)
+
+
+def one(docs: list[Document], kind: str) -> Document:
+    found = chart_check.objects(docs, kind)
+    assert len(found) == 1, f"expected one {kind}, rendered {len(found)}"
+    return found[0]
+
+
+def operator_container(docs: list[Document]) -> Document:
+    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["operator"]
+    result: Document = containers[0]
+    return result
+
+
+def flags(docs: list[Document]) -> dict[str, str]:
+    args = operator_container(docs)["args"]
+    return dict(arg.removeprefix("--").split("=", 1) for arg in args)
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_operator_runs_locked_down(rendered: dict[str, list[Document]], values: str) -> None:
+    pod = one(rendered[values], "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not pod.get("hostPID")
+    assert not pod.get("hostNetwork")
+    security = operator_container(rendered[values])["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["privileged"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_probes_hit_the_health_endpoints_on_the_metrics_port(
+    rendered: dict[str, list[Document]], values: str
+) -> None:
+    container = operator_container(rendered[values])
+    port = next(p for p in container["ports"] if p["name"] == "metrics")["containerPort"]
+    assert flags(rendered[values])["metrics-address"] == f"0.0.0.0:{port}"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    service = one(rendered[values], "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_default_install_is_two_replicas_with_leader_election(
+    rendered: dict[str, list[Document]],
+) -> None:
+    docs = rendered["default"]
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
+    assert flags(docs) == {
+        "metrics-address": "0.0.0.0:8080",
+        "namespace": chart_check.NAMESPACE,
+        "lease-name": "remediation-operator",
+        "lease-duration": "15s",
+        "renew-deadline": "10s",
+        "retry-period": "2s",
+        "retention": "720h",
+        "log-format": "json",
+        "log-level": "info",
+        "job-templates": "/etc/remediation-operator/job-templates",
+    }
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in operator_container(docs)["env"]
+    }
+    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+
+
+def test_values_reach_the_flags_and_the_image(rendered: dict[str, list[Document]]) -> None:
+    docs = rendered["nodeagent-single-values"]
+    assert one(docs, "Deployment")["spec"]["replicas"] == 1
+    assert flags(docs) == {
+        "metrics-address": "0.0.0.0:8080",
+        "namespace": chart_check.NAMESPACE,
+        "lease-name": "gpu-remediation",
+        "lease-duration": "30s",
+        "renew-deadline": "20s",
+        "retry-period": "4s",
+        "retention": "336h",
+        "log-format": "console",
+        "log-level": "debug",
+    }
+    assert operator_container(docs)["image"] == (
+        "registry.example.com/platform/remediation-operator:0.1.0-rc.1@sha256:"
+        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "gpu-remediation"
+    assert chart_check.objects(docs, "ServiceAccount") == []
+    assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
+
+
+def test_default_image_is_the_app_version(rendered: dict[str, list[Document]]) -> None:
+    image = operator_container(rendered["default"])["image"]
+    assert image.endswith(":0.1.0")
+
+
+def test_replicas_spread_over_hosts_and_zones(rendered: dict[str, list[Document]]) -> None:
+    docs = rendered["default"]
+    pod_template = one(docs, "Deployment")["spec"]["template"]
+    own_labels = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert own_labels.items() <= pod_template["metadata"]["labels"].items()
+    pod = pod_template["spec"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": own_labels}
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert spread["labelSelector"] == {"matchLabels": own_labels}
+    # The operator must not run on (and drain) the GPU nodes it remediates.
+    (gpu_term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert gpu_term["matchExpressions"] == [
+        {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]}
+    ]
+
+
+def test_scheduling_values_are_applied(rendered: dict[str, list[Document]]) -> None:
+    pod = one(rendered["nodeagent-single-values"], "Deployment")["spec"]["template"]["spec"]
+    assert "affinity" not in pod
+    assert "topologySpreadConstraints" not in pod
+    assert pod["nodeSelector"] == {
+        "kubernetes.io/os": "linux",
+        "eks.amazonaws.com/nodegroup": "system",
+    }
+    assert pod["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    pod = one(rendered["monitoring-policy-values"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_rbac_is_exactly_the_contract(rendered: dict[str, list[Document]], values: str) -> None:
+    docs = rendered[values]
+    assert chart_check.rbac(docs) == {"cluster": CLUSTER_RULES, "namespace": NAMESPACE_RULES}
+    role = one(docs, "Role")
+    assert role["metadata"]["namespace"] == one(docs, "Deployment")["metadata"]["namespace"]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        binding = one(docs, kind)
+        (subject,) = binding["subjects"]
+        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+        assert subject["name"] == pod["serviceAccountName"]
+        assert subject["namespace"] == one(docs, "Deployment")["metadata"]["namespace"]
+        assert (
+            binding["roleRef"]["name"]
+            == one(docs, kind.removesuffix("Binding"))["metadata"]["name"]
+        )
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_no_wildcard_and_no_node_status_write(
+    rendered: dict[str, list[Document]], values: str
+) -> None:
+    for kind in ("ClusterRole", "Role"):
+        for rule in one(rendered[values], kind)["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], f"{kind} grants * in {field}: {rule}"
+            assert "nodes/status" not in rule["resources"]
+            assert not rule.get("resourceNames")
+            assert not rule.get("nonResourceURLs")
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_only_executor_jobs_are_privileged(
+    rendered: dict[str, list[Document]], values: str
+) -> None:
+    jobs = chart_check.job_templates(rendered[values])
+    text = json.dumps([d for d in rendered[values] if d.get("kind") != "ConfigMap"])
+    assert '"privileged": true' not in text
+    for job in jobs.values():
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["securityContext"] == {"privileged": True}
+
+
+def test_gpu_reset_job_resets_through_the_nvidia_toolkit(
+    rendered: dict[str, list[Document]],
+) -> None:
+    jobs = chart_check.job_templates(rendered["default"])
+    assert set(jobs) == {"gpu-reset.yaml", "reboot.yaml"}
+    job = jobs["gpu-reset.yaml"]
+    assert job["apiVersion"] == "batch/v1"
+    assert job["kind"] == "Job"
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["runtimeClassName"] == "nvidia"
+    (container,) = pod["containers"]
+    assert container["image"] == "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+    assert re.search(r"nvidia-smi --gpu-reset -i", container["args"][0])
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+
+
+def test_reboot_job_enters_the_host_and_asks_systemd(rendered: dict[str, list[Document]]) -> None:
+    job = chart_check.job_templates(rendered["default"])["reboot.yaml"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    (container,) = pod["containers"]
+    assert container["command"] == [
+        "nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "systemctl", "reboot",
+    ]  # fmt: skip
+    assert container["image"] == "docker.io/library/debian:12.12-slim"
+
+
+def test_job_templates_are_mounted_where_the_flag_points(
+    rendered: dict[str, list[Document]],
+) -> None:
+    docs = rendered["default"]
+    config_map = next(
+        d
+        for d in chart_check.objects(docs, "ConfigMap")
+        if d["metadata"]["name"].endswith("-job-templates")
+    )
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "job-templates")
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    mount = next(
+        m for m in operator_container(docs)["volumeMounts"] if m["name"] == "job-templates"
+    )
+    assert mount["mountPath"] == flags(docs)["job-templates"]
+    assert mount["readOnly"] is True
+    annotations = one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/job-templates"])
+
+
+def test_node_agent_install_ships_no_job_templates(rendered: dict[str, list[Document]]) -> None:
+    docs = rendered["nodeagent-single-values"]
+    assert chart_check.job_templates(docs) == {}
+    assert "job-templates" not in flags(docs)
+    policy = one(docs, "RemediationPolicy")
+    assert policy["spec"]["actions"] == {
+        "gpuReset": {"executor": "NodeAgent"},
+        "reboot": {"executor": "NodeAgent"},
+        "replace": {"provider": "Manual"},
+    }
+
+
+def test_optional_objects_are_off_by_default(rendered: dict[str, list[Document]]) -> None:
+    kinds = {d["kind"] for d in rendered["default"]}
+    assert kinds == {
+        "ServiceAccount",
+        "ConfigMap",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "Deployment",
+    }
+
+
+def test_everything_optional_renders_coherently(rendered: dict[str, list[Document]]) -> None:
+    docs = rendered["monitoring-policy-values"]
+    namespace = one(docs, "Namespace")
+    assert namespace["metadata"]["name"] == "gpu-remediation"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    for doc in docs:
+        if doc["kind"] in {"Namespace", "ClusterRole", "ClusterRoleBinding", "RemediationPolicy"}:
+            assert "namespace" not in doc["metadata"]
+        elif doc["metadata"]["name"].endswith("-dashboard"):
+            assert doc["metadata"]["namespace"] == "monitoring"
+        else:
+            assert doc["metadata"]["namespace"] == "gpu-remediation", doc["kind"]
+    assert flags(docs)["namespace"] == "gpu-remediation"
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == selector
+    assert one(docs, "Service")["metadata"]["labels"].items() >= selector.items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gpu-remediation"]}
+    budget = one(docs, "PodDisruptionBudget")
+    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+
+
+def test_default_policy_follows_the_values(rendered: dict[str, list[Document]]) -> None:
+    policy = one(rendered["monitoring-policy-values"], "RemediationPolicy")
+    assert policy["metadata"]["name"] == "gpu-fleet"
+    spec = policy["spec"]
+    assert spec["mode"] == "Enforce"
+    assert spec["requireApproval"] == ["Replace"]
+    assert [f["name"] for f in spec["faults"]] == [
+        "gpu-hardware",
+        "gpu-unreachable",
+        "gpu-xid-reset",
+    ]
+    reset = spec["faults"][2]
+    assert [s["action"] for s in reset["ladder"]] == [
+        "Cordon",
+        "Drain",
+        "GPUReset",
+        "Reboot",
+        "Replace",
+    ]
+
+
+def test_rendered_policies_pass_the_operators_own_validation(
+    rendered: dict[str, list[Document]],
+) -> None:
+    from remediation_operator.api import policy_parsing
+
+    policies = [
+        doc for docs in rendered.values() for doc in chart_check.objects(docs, "RemediationPolicy")
+    ]
+    assert len(policies) == 2
+    for policy in policies:
+        assert policy_parsing.validate(policy) == []
+
+
+def test_grafana_dashboard_graphs_the_contract_metrics(rendered: dict[str, list[Document]]) -> None:
+    config_map = next(
+        d
+        for d in chart_check.objects(rendered["monitoring-policy-values"], "ConfigMap")
+        if d["metadata"]["name"].endswith("-dashboard")
+    )
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "GPU"}
+    dashboard = json.loads(config_map["data"]["remediation-operator.json"])
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {
+        re.sub(r"_(bucket|sum|count)$", "", name)
+        for expr in exprs
+        for name in re.findall(r"gpuops_remediation_[a-z_]+", expr)
+    }
+    assert used == CONTRACT_METRICS
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    assert all(
+        t["datasource"]["uid"] == "${datasource}" for p in dashboard["panels"] for t in p["targets"]
+    )
+
+
+def test_executor_images_can_come_from_a_mirror_pinned_by_digest(
+    rendered: dict[str, list[Document]],
+) -> None:
+    jobs = chart_check.job_templates(rendered["monitoring-policy-values"])
+    images = {
+        name: job["spec"]["template"]["spec"]["containers"][0]["image"]
+        for name, job in jobs.items()
+    }
+    assert images == {
+        "gpu-reset.yaml": "mirror.example.com/nvidia/cuda:12.8.1-base-ubuntu24.04@sha256:"
+        + "1" * 64,
+        "reboot.yaml": "mirror.example.com/library/debian:12.12-slim@sha256:" + "2" * 64,
+    }
+    reset_pod = jobs["gpu-reset.yaml"]["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in reset_pod
+    assert all(job["spec"]["ttlSecondsAfterFinished"] == 3600 for job in jobs.values())
+
+
+@pytest.mark.parametrize("values", VALUE_SETS)
+def test_the_operator_accepts_the_rendered_flags(
+    rendered: dict[str, list[Document]], values: str
+) -> None:
+    import argparse
+
+    from remediation_operator.commands import run
+
+    parser = argparse.ArgumentParser(prog="remediation-operator run")
+    run.add_arguments(parser)
+    # The image's ENTRYPOINT is `remediation-operator run`; the container passes only flags.
+    args, unknown = parser.parse_known_args(operator_container(rendered[values])["args"])
+    assert unknown == []
+    assert args.namespace == one(rendered[values], "Deployment")["metadata"]["namespace"]

@@ -1,0 +1,53 @@
+"""`make demo` must show a newcomer the ladder moving, then stop cleanly."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(240)
+def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "remediation_operator",
+            "demo",
+            "--nodes",
+            "8",
+            "--fault-rate",
+            "0",
+            "--duration",
+            "45",
+            "--workdir",
+            str(workdir),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
+    output = result.stdout
+    assert result.returncode == 0, result.stderr + output[-2000:]
+    # The printed table has the columns of `kubectl get remediations`.
+    assert re.search(r"NAME\s+NODE\s+FAULT\s+STEP\s+PHASE\s+ATTEMPT\s+REASON\s+AGE", output)
+    # The injected reboot-class fault is cordoned, then drained (the ladder moves on its own).
+    row = r"gpu-0001-\S+\s+gpu-0001\s+gpu-unreachable\s+"
+    assert re.search(row + r"Cordon\s", output)
+    assert re.search(row + r"(Drain|Reboot|Replace)\s", output)
+    # The operator did the work: the fleet line counts nodes quarantined by us.
+    assert re.search(r"[1-9]\d* quarantined by us", output)
+    # It stopped cleanly: both children ended and the kubeconfig is gone.
+    assert not (workdir / "kubeconfig").exists()
+    assert (workdir / "operator.log").exists()
+    assert (workdir / "sandbox.log").exists()

@@ -1,0 +1,89 @@
+"""The ladder's rules in isolation: backoff, timeouts, the next step, repeat-offender jumps."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from remediation_operator.domain import ladder
+from remediation_operator.domain.policy import Action, OnTimeout, Step
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.domain.remediation import Outcome
+
+from .fake_cluster import MIN, SEC, T0
+
+FULL = tuple(
+    Step(a) for a in (Action.Cordon, Action.Drain, Action.GPUReset, Action.Reboot, Action.Replace)
+)
+NO_RESET = tuple(Step(a) for a in (Action.Cordon, Action.Drain, Action.Reboot))
+
+
+@pytest.mark.parametrize(
+    ("attempt", "pause"),
+    [(1, 10 * SEC), (2, 20 * SEC), (3, 40 * SEC), (5, 160 * SEC), (6, 5 * MIN), (40, 5 * MIN)],
+)
+def test_backoff_doubles_and_caps_at_five_minutes(attempt: int, pause: timedelta) -> None:
+    assert ladder.backoff(attempt) == pause
+
+
+def test_retry_never_lands_after_the_timeout() -> None:
+    step = Step(Action.GPUReset, timeout=MIN)
+    assert ladder.retry_at(step, 3, T0 + 50 * SEC, T0) == T0 + MIN
+    assert ladder.retry_at(Step(Action.GPUReset), 3, T0 + 50 * SEC, T0) == T0 + 90 * SEC
+
+
+@pytest.mark.parametrize(
+    ("outcome", "attempt", "move", "reason"),
+    [
+        (Outcome.Succeeded, 1, ladder.Move.Wait, Reason.StepSucceeded),
+        (Outcome.TransientFailure, 1, ladder.Move.Retry, Reason.StepRetrying),
+        (Outcome.TransientFailure, 2, ladder.Move.Retry, Reason.StepRetrying),
+        (Outcome.TransientFailure, 3, ladder.Move.Climb, Reason.StepFailed),
+        (Outcome.PermanentFailure, 1, ladder.Move.Climb, Reason.StepFailed),
+    ],
+)
+def test_outcome_contract(
+    outcome: Outcome, attempt: int, move: ladder.Move, reason: Reason
+) -> None:
+    transition = ladder.after(Step(Action.GPUReset, retries=2), attempt, outcome)
+    assert (transition.move, transition.reason) == (move, reason)
+
+
+def test_timeout_is_permanent_except_a_drain_told_to_force_once() -> None:
+    assert ladder.timed_out(Step(Action.Drain), False).move is ladder.Move.Climb
+    force = Step(Action.Drain, on_timeout=OnTimeout.Force)
+    assert ladder.timed_out(force, False).move is ladder.Move.Force
+    assert ladder.timed_out(force, True).reason is Reason.StepTimedOut
+
+
+def test_next_step_climbs_one_rung() -> None:
+    assert [ladder.following(FULL, i) for i in range(5)] == [1, 2, 3, 4, None]
+    assert ladder.first(FULL) == 0
+
+
+@pytest.mark.parametrize(
+    ("steps", "then", "expected"),
+    [
+        (FULL, Action.Replace, 4),
+        (FULL, Action.GPUReset, 2),
+        (NO_RESET, Action.GPUReset, 2),  # first rung at or above GPUReset is Reboot
+        (NO_RESET, Action.Replace, 2),  # none is: the last step
+    ],
+)
+def test_repeat_offender_jumps_after_the_cordon(
+    steps: tuple[Step, ...], then: Action, expected: int
+) -> None:
+    assert ladder.first(steps, then) == 0
+    assert ladder.following(steps, 0, then) == expected
+
+
+def test_repeat_offender_without_cordon_jumps_at_once() -> None:
+    steps = tuple(Step(a) for a in (Action.Drain, Action.Reboot, Action.Replace))
+    assert ladder.first(steps, Action.Replace) == 2
+
+
+def test_pace_doubles_with_age() -> None:
+    assert ladder.pace(T0, T0) == 10 * SEC
+    assert ladder.pace(T0, T0 + 40 * SEC) == 40 * SEC
+    assert ladder.pace(T0, T0 + 60 * MIN) == 5 * MIN

@@ -1,0 +1,142 @@
+"""Node conditions the agent shows: what the operator's fault matching and staleness read."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+from remediation_operator.emulator.fleet import catalog, health
+from remediation_operator.emulator.fleet.health import NodeHealth
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+FAULTS = catalog.load()
+
+
+def by_type(conditions: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+    return {c["type"]: c for c in conditions}
+
+
+def test_a_healthy_node_shows_the_eks_agents_ready_words() -> None:
+    shown = by_type(health.conditions(NodeHealth("boot-1"), T0))
+    assert shown["Ready"]["status"] == "True"
+    accelerated = shown["AcceleratedHardwareReady"]
+    assert accelerated["status"] == "True"
+    assert accelerated["reason"] == "NvidiaAcceleratedHardwareIsReady"
+    assert shown["GPUHealthy"]["status"] == "True"
+    assert accelerated["lastHeartbeatTime"] == "2026-11-30T12:00:00Z"
+
+
+def test_a_fault_sets_the_catalog_reason_and_message_on_both_gpu_conditions() -> None:
+    faulty = health.inject(NodeHealth("boot-1"), FAULTS["xid-79"], T0)
+    shown = by_type(health.conditions(faulty, T0))
+    for type_ in ("AcceleratedHardwareReady", "GPUHealthy"):
+        assert shown[type_]["status"] == "False"
+        assert shown[type_]["reason"] == "NvidiaXID79Error"
+        assert "fallen off the bus" in str(shown[type_]["message"])
+    assert shown["Ready"]["status"] == "True"
+
+
+def test_heartbeat_moves_but_transition_time_holds_while_the_status_holds() -> None:
+    faulty = health.inject(health.settle(NodeHealth("b"), T0), FAULTS["xid-48"], T0)
+    later = T0 + timedelta(minutes=7)
+    shown = by_type(health.conditions(faulty, later))["AcceleratedHardwareReady"]
+    assert shown["lastHeartbeatTime"] == "2026-11-30T12:07:00Z"
+    assert shown["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    # A different fault (reason changes, status stays False) keeps the transition time too.
+    other = health.inject(faulty, FAULTS["nvlink"], later)
+    shown = by_type(health.conditions(other, later))["AcceleratedHardwareReady"]
+    assert shown["reason"] == "NvidiaNVLinkError"
+    assert shown["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    cleared = health.clear(other, later + timedelta(minutes=1))
+    shown = by_type(health.conditions(cleared, later))["AcceleratedHardwareReady"]
+    assert shown["status"] == "True"
+    assert shown["lastTransitionTime"] == "2026-11-30T12:08:00Z"
+
+
+def test_a_silent_agent_writes_only_the_kubelets_ready_condition() -> None:
+    silent = health.inject(NodeHealth("b"), FAULTS["agent-silent"], T0)
+    assert [c["type"] for c in health.conditions(silent, T0)] == ["Ready"]
+
+
+def test_reboot_goes_unknown_then_comes_back_with_a_new_boot_id() -> None:
+    rng = random.Random(1)
+    faulty = health.inject(NodeHealth("old-boot"), FAULTS["xid-79"], T0)
+    down = health.begin_reboot(faulty, T0, 30)
+    shown = by_type(health.conditions(down, T0))
+    assert shown["Ready"]["status"] == "Unknown"
+    assert shown["Ready"]["reason"] == "NodeStatusUnknown"
+    assert "AcceleratedHardwareReady" not in shown  # the agent is down with the node
+    assert health.next_deadline(down, 60) == T0 + timedelta(seconds=30)
+    up = health.finish_reboot(down, rng, T0 + timedelta(seconds=30), "new-boot", clears=1.0)
+    assert up.boot_id == "new-boot"
+    assert up.fault is None
+    shown = by_type(health.conditions(up, T0 + timedelta(seconds=30)))
+    assert shown["Ready"]["status"] == "True"
+    assert shown["Ready"]["lastTransitionTime"] == "2026-11-30T12:00:30Z"
+
+
+def test_a_reboot_that_does_not_clear_keeps_the_fault() -> None:
+    faulty = health.inject(NodeHealth("a"), FAULTS["xid-54"], T0)
+    up = health.finish_reboot(health.begin_reboot(faulty, T0, 1), random.Random(0), T0, "b")
+    assert up.fault is FAULTS["xid-54"]  # CHECK_MECHANICALS: reboot_clears is 0
+
+
+def test_gpu_reset_cannot_run_on_a_gpu_that_fell_off_the_bus() -> None:
+    faulty = health.inject(NodeHealth("a"), FAULTS["xid-79"], T0)
+    after, ran = health.gpu_reset(faulty, random.Random(0), T0, clears=1.0)
+    assert not ran
+    assert after.fault is FAULTS["xid-79"]
+
+
+def test_gpu_reset_clears_a_reset_class_fault_with_its_probability() -> None:
+    faulty = health.inject(NodeHealth("a"), FAULTS["xid-62"], T0)
+    cleared, ran = health.gpu_reset(faulty, random.Random(0), T0, clears=1.0)
+    assert ran
+    assert cleared.fault is None
+    kept, ran = health.gpu_reset(faulty, random.Random(0), T0, clears=0.0)
+    assert ran
+    assert kept.fault is FAULTS["xid-62"]
+    rng = random.Random(7)
+    cleared_count = sum(health.gpu_reset(faulty, rng, T0)[0].fault is None for _ in range(2000))
+    assert 0.85 < cleared_count / 2000 < 0.95  # the catalog says 0.9
+
+
+def test_a_transient_fault_is_over_after_its_duration() -> None:
+    faulty = health.inject(NodeHealth("a"), FAULTS["transient"], T0)
+    assert not health.transient_over(faulty, T0 + timedelta(seconds=59), 60)
+    assert health.transient_over(faulty, T0 + timedelta(seconds=60), 60)
+    assert health.next_deadline(faulty, 60) == T0 + timedelta(seconds=60)
+
+
+def test_adopting_a_node_keeps_its_transition_times_and_recognises_its_fault() -> None:
+    node = {
+        "status": {
+            "nodeInfo": {"bootID": "seen-boot"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T10:00:00Z"},
+                {
+                    "type": "AcceleratedHardwareReady",
+                    "status": "False",
+                    "reason": "NvidiaDoubleBitError",
+                    "lastTransitionTime": "2026-11-30T11:00:00Z",
+                },
+            ],
+        }
+    }
+    adopted = health.adopt(node, FAULTS, T0)
+    assert adopted.boot_id == "seen-boot"
+    assert adopted.fault is FAULTS["xid-48"]
+    shown = by_type(health.conditions(adopted, T0))
+    assert shown["Ready"]["lastTransitionTime"] == "2026-11-29T10:00:00Z"
+    assert shown["AcceleratedHardwareReady"]["lastTransitionTime"] == "2026-11-30T11:00:00Z"
+    assert shown["GPUHealthy"]["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    assert not health.differs(
+        adopted,
+        {
+            "status": {
+                "nodeInfo": {"bootID": "seen-boot"},
+                "conditions": health.conditions(adopted, T0),
+            }
+        },
+    )
+    assert health.differs(adopted, node)  # GPUHealthy is missing on the node

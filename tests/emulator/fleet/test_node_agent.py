@@ -1,0 +1,195 @@
+"""The node agent over HTTP: fault conditions, heartbeats, injection, the NodeAgent protocol."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from remediation_operator.emulator.apiserver import ApiServer
+from remediation_operator.emulator.fleet import resources
+from remediation_operator.emulator.fleet.client import KubeClient
+from remediation_operator.emulator.fleet.fleet import Fleet
+from remediation_operator.emulator.fleet.injector import Injector
+from tests.emulator.fleet.conftest import eventually
+
+INJECT = "sandbox.gpuops.io/inject-fault"
+REQUEST = "remediation.gpuops.io/agent-request"
+ACK = "remediation.gpuops.io/agent-ack"
+
+
+def condition(api: ApiServer, node: str, type_: str) -> dict[str, Any]:
+    found = api.store.get("nodes", node)["status"]["conditions"]
+    return next(c for c in found if c["type"] == type_)
+
+
+def node_annotations(api: ApiServer, node: str) -> dict[str, str]:
+    result: dict[str, str] = api.store.get("nodes", node)["metadata"].get("annotations") or {}
+    return result
+
+
+async def annotate(client: KubeClient, node: str, **values: str | None) -> None:
+    """What `kubectl annotate node NODE key=value` sends: a JSON merge patch."""
+    keys = {"inject": INJECT, "request": REQUEST}
+    patch = {"metadata": {"annotations": {keys[k]: v for k, v in values.items()}}}
+    await client.patch(resources.NODES, node, patch)
+
+
+async def test_an_annotation_injects_a_fault_and_is_removed_once_applied(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    await annotate(admin, "gpu-0001", inject="xid-48")
+    shown = await eventually(
+        lambda: (
+            (c := condition(api, "gpu-0001", "AcceleratedHardwareReady"))["status"] == "False" and c
+        ),
+        what="AcceleratedHardwareReady=False",
+    )
+    assert shown["reason"] == "NvidiaDoubleBitError"
+    assert condition(api, "gpu-0001", "GPUHealthy")["status"] == "False"
+    assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["status"] == "True"
+    await eventually(
+        lambda: INJECT not in node_annotations(api, "gpu-0001"), what="annotation removal"
+    )
+    # `none` clears it again.
+    await annotate(admin, "gpu-0001", inject="none")
+    await eventually(
+        lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "True",
+        what="fault cleared",
+    )
+
+
+async def test_an_unknown_fault_class_is_reported_on_the_node_and_changes_nothing(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    await annotate(admin, "gpu-0000", inject="xid-999")
+    error = await eventually(
+        lambda: node_annotations(api, "gpu-0000").get("sandbox.gpuops.io/inject-fault-error"),
+        what="injection error annotation",
+    )
+    assert "unknown fault class 'xid-999'" in error
+    assert "xid-79" in error
+    assert INJECT not in node_annotations(api, "gpu-0000")
+    assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["status"] == "True"
+
+
+async def test_heartbeats_refresh_but_transition_time_is_kept(api: ApiServer, gpus: Fleet) -> None:
+    gpus.inject("gpu-0002", "nvlink")
+    first = await eventually(
+        lambda: (
+            (c := condition(api, "gpu-0002", "AcceleratedHardwareReady"))["status"] == "False" and c
+        ),
+        what="fault shown",
+    )
+    later = await eventually(
+        lambda: (
+            (c := condition(api, "gpu-0002", "AcceleratedHardwareReady"))["lastHeartbeatTime"]
+            > first["lastHeartbeatTime"]
+            and c
+        ),
+        within=4.0,
+        what="a newer heartbeat",
+    )
+    assert later["lastTransitionTime"] == first["lastTransitionTime"]
+    assert later["status"] == "False"
+    assert later["reason"] == "NvidiaNVLinkError"
+    heartbeats = api.request_log.matching(verb="patch", resource="nodes", subresource="status")
+    assert all(e.code == 200 for e in heartbeats)
+
+
+async def test_a_silent_agent_stops_heartbeating_its_conditions(
+    api: ApiServer, gpus: Fleet
+) -> None:
+    gpus.inject("gpu-0000", "agent-silent")
+    before = condition(api, "gpu-0000", "AcceleratedHardwareReady")["lastHeartbeatTime"]
+    ready_before = condition(api, "gpu-0000", "Ready")["lastHeartbeatTime"]
+    await eventually(
+        lambda: condition(api, "gpu-0000", "Ready")["lastHeartbeatTime"] > ready_before,
+        within=4.0,
+        what="the kubelet's Ready heartbeat",
+    )
+    assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["lastHeartbeatTime"] == before
+
+
+async def test_a_transient_fault_clears_by_itself(api: ApiServer, gpus: Fleet) -> None:
+    gpus.inject("gpu-0001", "transient")
+    await eventually(
+        lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["reason"] == "DCGMError",
+        what="transient fault shown",
+    )
+    await eventually(
+        lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "True",
+        within=4.0,
+        what="transient fault gone",
+    )
+
+
+async def test_agent_request_gpu_reset_is_acknowledged_and_clears_the_fault(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    gpus.inject("gpu-0001", "xid-62")
+    await eventually(
+        lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False",
+        what="fault shown",
+    )
+    await annotate(admin, "gpu-0001", request="GPUReset:gpu-0001-rem:1")
+    ack = await eventually(lambda: node_annotations(api, "gpu-0001").get(ACK), what="agent ack")
+    assert ack == "GPUReset:gpu-0001-rem:1:Succeeded"
+    assert condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "True"
+
+
+async def test_agent_request_gpu_reset_fails_when_the_gpu_is_off_the_bus(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    gpus.inject("gpu-0002", "xid-79")
+    await annotate(admin, "gpu-0002", request="GPUReset:r:2")
+    ack = await eventually(lambda: node_annotations(api, "gpu-0002").get(ACK), what="agent ack")
+    assert ack == "GPUReset:r:2:Failed"
+    assert condition(api, "gpu-0002", "AcceleratedHardwareReady")["reason"] == "NvidiaXID79Error"
+
+
+async def test_agent_request_reboot_acks_after_the_node_is_back_with_a_new_boot_id(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    seen: list[str] = []
+
+    def watch_ready(key: str, old: object, new: dict[str, Any] | None) -> None:
+        if key == "gpu-0000" and new is not None:
+            ready = next(c for c in new["status"]["conditions"] if c["type"] == "Ready")
+            seen.append(ready["status"])
+
+    gpus.nodes.subscribe(watch_ready)
+    boot = api.store.get("nodes", "gpu-0000")["status"]["nodeInfo"]["bootID"]
+    gpus.inject("gpu-0000", "xid-79")
+    await annotate(admin, "gpu-0000", request="Reboot:rem-x:1")
+    ack = await eventually(lambda: node_annotations(api, "gpu-0000").get(ACK), what="agent ack")
+    assert ack == "Reboot:rem-x:1:Succeeded"
+    node = api.store.get("nodes", "gpu-0000")
+    assert node["status"]["nodeInfo"]["bootID"] != boot
+    assert condition(api, "gpu-0000", "Ready")["status"] == "True"
+    assert "Unknown" in seen  # it went NotReady on the way
+    assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["status"] == "True"
+
+
+async def test_a_malformed_agent_request_is_answered_failed(
+    api: ApiServer, gpus: Fleet, admin: KubeClient
+) -> None:
+    await annotate(admin, "gpu-0002", request="Defragment:rem:1")
+    ack = await eventually(lambda: node_annotations(api, "gpu-0002").get(ACK), what="agent ack")
+    assert ack == "Defragment:rem:1:Failed"
+
+
+async def test_random_injection_faults_healthy_nodes_only(api: ApiServer, gpus: Fleet) -> None:
+    gpus.inject("gpu-0000", "xid-48")
+    injector = Injector(gpus.agent, gpus.nodes, gpus.faults, 3600.0 * 50, random.Random(2))
+    done = injector.step()  # a mean of 100 arrivals for 2 healthy nodes: both get one
+    assert sorted(node for node, _ in done) == ["gpu-0001", "gpu-0002"]
+    assert all(fault in gpus.faults for _, fault in done)
+    visible = {node: fault for node, fault in done if not gpus.faults[fault].silent}
+    for node, fault in visible.items():
+        await eventually(
+            lambda n=node, f=fault: (
+                condition(api, n, "AcceleratedHardwareReady")["reason"] == gpus.faults[f].reason
+            ),
+            what=f"{fault} on {node}",
+        )
+    assert injector.step() == []  # nobody healthy is left
