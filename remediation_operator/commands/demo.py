@@ -53,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop by itself after this long (default 0: run until Ctrl-C)",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed for the fleet's random choices")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="also show each remediation's message, as `kubectl get remediations -o wide`",
+    )
 
 
 class DemoError(Exception):
@@ -302,10 +307,13 @@ class _Demo:
         )
         assert isinstance(table, dict)
         now = datetime.now(UTC)
-        columns = [c["name"].upper() for c in table.get("columnDefinitions", [])]
-        formats = [c.get("type", "string") for c in table.get("columnDefinitions", [])]
+        # The columns `kubectl get remediations` shows: priority 0, or all of them with --wide.
+        definitions = table.get("columnDefinitions", [])
+        shown = [i for i, c in enumerate(definitions) if self.args.wide or not c.get("priority", 0)]
+        columns = [definitions[i]["name"].upper() for i in shown]
+        formats = [definitions[i].get("type", "string") for i in shown]
         rows = [
-            [_cell(value, kind, now) for value, kind in zip(row["cells"], formats, strict=False)]
+            [_cell(row["cells"][i], kind, now) for i, kind in zip(shown, formats, strict=True)]
             for row in table.get("rows", [])
         ]
         fleet = self._fleet_line()

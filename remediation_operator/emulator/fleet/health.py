@@ -22,7 +22,7 @@ READY = "Ready"
 ACCELERATED = "AcceleratedHardwareReady"
 """The EKS node monitoring agent's condition type for GPUs."""
 GPU_HEALTHY = "GPUHealthy"
-"""A node-problem-detector style custom condition; True means healthy (see docs/fleet.md)."""
+"""A node-problem-detector style custom condition; True means healthy (docs/emulator.md)."""
 AGENT_CONDITIONS = (ACCELERATED, GPU_HEALTHY)
 
 _HEALTHY: Mapping[str, tuple[str, str, str]] = {
