@@ -1,0 +1,1 @@
+"""Proof that the chart's RBAC is least privilege."""
