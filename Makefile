@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HELM := $(BIN)/helm
 
-.PHONY: install test lint crds chart-check demo sandbox bench reliability e2e-kind clean
+.PHONY: install test lint crds chart-check demo sandbox bench bench-emulator reliability clean
 
 install: $(STAMP)
 
@@ -37,6 +37,15 @@ demo: install
 
 sandbox: install
 	$(BIN)/remediation-operator sandbox --nodes 16 --fault-rate 2 --speed demo --kubeconfig .sandbox/kubeconfig
+
+bench: install
+	$(BIN)/python -m bench.operator_bench
+
+bench-emulator: install
+	$(BIN)/python bench/emulator_bench.py
+
+reliability: install
+	RELIABILITY_RUNS=50 $(BIN)/python -m pytest -q -m reliability tests/reliability
 
 chart-check: install $(HELM)
 	$(BIN)/python -m tests.chart.chart_check

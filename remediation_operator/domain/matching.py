@@ -122,6 +122,11 @@ class Matcher:
                 out[name] = found
         return out
 
+    def evaluate(self, node: NodeView, now: datetime) -> tuple[Match | None, datetime | None]:
+        """`match` without the memory, and the last instant the answer holds (None: for as
+        long as the node is unchanged; after it, a fresh heartbeat may have gone stale)."""
+        return self._evaluate(node, now)
+
     def _remember(self, node: NodeView, now: datetime) -> Match | None:
         found, until = self._evaluate(node, now)
         cache = self._cache

@@ -8,11 +8,14 @@ The state machine is derived from the Remediation's fields, not its phase (the p
 users read): no step yet, a step in flight (or between attempts), a step over, or probation.
 Several transitions may happen in one plan (a zero `tolerate` and a cordon start together).
 Counts that span the fleet (faults per breaker group, nodes per budget, recent step starts)
-are computed once per plan, so planning one focused node among 10,000 stays cheap.
+are computed once per plan; with a `FleetTally` kept by the caller, the per-node part of them
+(which nodes show a fault, per-group health) is carried from plan to plan and only the nodes
+that changed are matched again, so planning one focused node among 10,000 stays cheap.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -114,9 +117,177 @@ _MAX_MOVES = 64
 """Transitions one node may take in one plan (a ladder is short; this only bounds a bug)."""
 
 
-def plan(snapshot: Snapshot, policy: Policy, now: datetime) -> Plan:
-    """Decide what to do for the snapshot's (focused) nodes at `now`; see the module docstring."""
-    return _Planner(snapshot, policy, now).run()
+def plan(
+    snapshot: Snapshot, policy: Policy, now: datetime, tally: FleetTally | None = None
+) -> Plan:
+    """Decide what to do for the snapshot's (focused) nodes at `now`; see the module docstring.
+
+    `tally`: the caller's FleetTally for this policy and node source (None: count from scratch).
+    The plan is the same either way."""
+    return _Planner(snapshot, policy, now, tally).run()
+
+
+_Counted = tuple[NodeView, str, "matching.Match | None"]
+"""What a FleetTally counted for one node: the view it saw, its group, its fault (or None)."""
+
+
+class FleetTally:
+    """The fleet-wide part of a plan, carried between plans of ONE policy over ONE node source.
+
+    Which selected nodes show a fault, which of those are still in their startup grace, and
+    how many nodes and faulty nodes each breaker group has: a plan needs all of them, yet
+    between two plans only a few nodes change. The caller owns one tally per policy and tells
+    it, before each plan, which nodes changed since the previous one (`changed`); the plan
+    then matches again only those nodes, the focused nodes whose view is not the one counted,
+    and the nodes whose answer changes with time alone (a heartbeat goes stale, a startup
+    grace ends: a heap of those instants). Whatever it cannot vouch for (a different set of
+    faults, grouping or grace, time going back, a node count it did not expect, a caller that
+    does not know what changed) makes it count every node again. A plan made with a tally is
+    always the plan made without one (a property test checks this on random histories).
+    """
+
+    def __init__(self) -> None:
+        self._key: object = None
+        self._now: datetime | None = None
+        self._unknown = True
+        self._dirty: set[str] = set()
+        self._counted: dict[str, _Counted] = {}
+        self._due: dict[str, datetime] = {}
+        self._heap: list[tuple[datetime, str]] = []
+        self._totals: Counter[str] = Counter()
+        self._unhealthy: Counter[str] = Counter()
+        self._matcher: matching.Matcher | None = None
+        self.matches: dict[str, matching.Match] = {}
+        """Selected nodes that show a fault now (read-only for callers)."""
+        self.starting: set[str] = set()
+        """Of those, the ones still within the policy's startup grace (read-only)."""
+        self.recounts = 0
+        """How many times every node was counted again (for tests and benchmarks)."""
+
+    def changed(self, names: Iterable[str] | None) -> None:
+        """Nodes whose view may have changed, joined or left since the previous plan; None:
+        the caller does not know (the next plan counts every node again)."""
+        if names is None:
+            self._unknown = True
+        else:
+            self._dirty.update(names)
+
+    def health(self, group_by: str | None, selected: int) -> dict[str, breaker.Health]:
+        """Health by breaker group, as `_Planner` needs it."""
+        if group_by is None:
+            return {breaker.UNGROUPED: breaker.Health(selected, self._unhealthy[breaker.UNGROUPED])}
+        unhealthy = self._unhealthy
+        return {g: breaker.Health(t, unhealthy[g]) for g, t in self._totals.items()}
+
+    @property
+    def unhealthy(self) -> int:
+        return sum(self._unhealthy.values())
+
+    def refresh(self, snapshot: Snapshot, policy: Policy, now: datetime) -> None:
+        """Bring the counts up to date with `snapshot.nodes` at `now`."""
+        try:
+            self._refresh(snapshot, policy, now)
+        except BaseException:
+            self._unknown = True
+            raise
+
+    def _refresh(self, snapshot: Snapshot, policy: Policy, now: datetime) -> None:
+        nodes = snapshot.nodes
+        config = policy.circuit_breaker
+        key = (policy.faults, None if config is None else config.group_by, policy.startup_grace)
+        matcher = self._matcher
+        if (
+            matcher is None
+            or self._unknown
+            or key != self._key
+            or self._now is None
+            or now < self._now
+        ):
+            self._matcher = matching.Matcher(policy.faults)
+            self._recount(nodes, policy, now, self._matcher, key)
+            return
+        dirty = self._dirty
+        heap, due = self._heap, self._due
+        while heap and heap[0][0] <= now:
+            at, name = heapq.heappop(heap)
+            if due.get(name) == at:
+                del due[name]
+                dirty.add(name)
+        counted = self._counted
+        for name in snapshot.focus or ():
+            seen = counted.get(name)
+            if (seen[0] if seen is not None else None) is not nodes.get(name):
+                dirty.add(name)
+        for name in dirty:
+            self._forget(name)
+            view = nodes.get(name)
+            if view is not None:
+                self._count(name, view, policy, now, matcher)
+        self._dirty = set()
+        self._now = now
+        if len(counted) != len(nodes) or len(heap) > 2 * len(due) + 1024:
+            self._recount(nodes, policy, now, matcher, key)
+
+    def _recount(
+        self,
+        nodes: Mapping[str, NodeView],
+        policy: Policy,
+        now: datetime,
+        matcher: matching.Matcher,
+        key: object,
+    ) -> None:
+        self.recounts += 1
+        self._counted, self._due, self._heap = {}, {}, []
+        self._totals, self._unhealthy = Counter(), Counter()
+        self.matches, self.starting = {}, set()
+        for name, view in nodes.items():
+            self._count(name, view, policy, now, matcher)
+        self._key, self._now, self._unknown, self._dirty = key, now, False, set()
+
+    def _count(
+        self, name: str, view: NodeView, policy: Policy, now: datetime, matcher: matching.Matcher
+    ) -> None:
+        found, until = matcher.evaluate(view, now)
+        group = breaker.group_of(view, policy.circuit_breaker)
+        self._totals[group] += 1
+        self._counted[name] = (view, group, found)
+        if found is None:
+            wake = until
+        else:
+            self.matches[name] = found
+            wake = until
+            born = view.created_at
+            if born is not None and born > now - policy.startup_grace:
+                self.starting.add(name)
+                grown = born + policy.startup_grace
+                wake = grown if wake is None else min(wake, grown)
+            else:
+                self._unhealthy[group] += 1
+        if wake is not None:
+            self._due[name] = wake
+            heapq.heappush(self._heap, (wake, name))
+
+    def _forget(self, name: str) -> None:
+        seen = self._counted.pop(name, None)
+        if seen is None:
+            return
+        _, group, found = seen
+        self._due.pop(name, None)
+        self._drop(self._totals, group)
+        if found is not None:
+            del self.matches[name]
+            if name in self.starting:
+                self.starting.discard(name)
+            else:
+                self._drop(self._unhealthy, group)
+
+    @staticmethod
+    def _drop(counts: Counter[str], group: str) -> None:
+        left = counts[group] - 1
+        if left:
+            counts[group] = left
+        else:
+            del counts[group]
 
 
 def clock(moment: datetime, now: datetime) -> str:
@@ -156,7 +327,9 @@ def _last_disruptive(state: RemediationState) -> Action | None:
 class _Planner:
     """One plan's working set: aggregates computed once, then a decision list per node."""
 
-    def __init__(self, snapshot: Snapshot, policy: Policy, now: datetime) -> None:
+    def __init__(
+        self, snapshot: Snapshot, policy: Policy, now: datetime, tally: FleetTally | None = None
+    ) -> None:
         self.snapshot = snapshot
         self.policy = policy
         self.now = now
@@ -170,17 +343,34 @@ class _Planner:
         """Finished Remediations by node: history, names taken, an admin's stop."""
         for finished in snapshot.finished:
             self.past[finished.node].append(finished)
-        self._match_all()
+        if tally is None:
+            self._match_all()
+        else:
+            self._take_tally(tally)
         self._count_disruption()
         self._evolve_breakers()
         window = policy.rate
         self.rate: ratelimit.Window | None = None
         if window is not None:
+            # A Remediation that finished before the window started no step inside it.
+            cut = now - window.per
+            recent = (s for s in snapshot.finished if s.finished_at is None or s.finished_at > cut)
             self.rate = ratelimit.Window(
-                window, ratelimit.starts(chain(snapshot.active.values(), snapshot.finished))
+                window, ratelimit.starts(chain(snapshot.active.values(), recent))
             )
 
     # ----------------------------------------------------------------- aggregates
+
+    def _take_tally(self, tally: FleetTally) -> None:
+        """`_match_all`'s results from the caller's tally, brought up to date first."""
+        tally.refresh(self.snapshot, self.policy, self.now)
+        config = self.policy.circuit_breaker
+        self.matches = tally.matches
+        self.starting = tally.starting
+        self.health = tally.health(
+            None if config is None else config.group_by, len(self.snapshot.nodes)
+        )
+        self.unhealthy = tally.unhealthy
 
     def _match_all(self) -> None:
         """Match every selected node once: the breaker and the counts need all of them."""
@@ -194,7 +384,7 @@ class _Planner:
         else:
             totals = Counter(n.labels.get(group_by, breaker.UNGROUPED) for n in nodes.values())
         born_after = now - self.policy.startup_grace
-        self.starting: set[str] = set()
+        self.starting = set()
         unhealthy: Counter[str] = Counter()
         for name in self.matches:
             node = nodes[name]
@@ -283,6 +473,8 @@ class _Planner:
         )
         for state in ordered:
             self._advance(state, snapshot.nodes.get(state.node))
+        if self.policy.deleted:
+            detect_names = ()  # a deleted policy opens nothing new
         fresh = sorted(
             (n for n in detect_names if n not in snapshot.active),
             key=lambda n: (self.matches[n].severity, n),
@@ -463,6 +655,16 @@ class _Planner:
                     "The node was deleted (or is no longer selected) before the incident ended.",
                     release=False,
                 )
+            return
+        if self.policy.deleted:
+            self._close(
+                state,
+                Phase.Cancelled,
+                Reason.PolicyDeleted,
+                f"RemediationPolicy {self.policy.name} was deleted; the incident is closed and"
+                " the node is given back (our taint removed, uncordoned if we cordoned it).",
+                release=not state.dry_run,
+            )
             return
         fault = self.faults.get(state.fault)
         if fault is None:

@@ -203,6 +203,9 @@ class Policy:
     actions: Actions = field(default_factory=Actions)
     startup_grace: timedelta = DEFAULT_STARTUP_GRACE
     """A node younger than this is not remediated: GPU software takes minutes to come up."""
+    deleted: bool = False
+    """The RemediationPolicy object is gone: its open incidents are closed `PolicyDeleted` and
+    their nodes given back; nothing new is detected (docs/decisions.md, D13)."""
 
     @property
     def is_paused(self) -> bool:

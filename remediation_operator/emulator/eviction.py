@@ -116,10 +116,13 @@ class Disruption:
     def _pod_changed(self, event: Event) -> None:
         namespace = event.obj["metadata"].get("namespace", "")
         name = event.obj["metadata"]["name"]
+        labels = event.obj["metadata"].get("labels")
         for key, budget in list(self._budgets.items()):
             if key[0] != namespace:
                 continue
             before = (name in budget.matched, name in budget.healthy)
+            if not before[0] and (event.type == DELETED or not budget.selector.matches(labels)):
+                continue  # a pod this budget neither counted nor counts now: nothing to read
             try:
                 pdb = self.store.get("poddisruptionbudgets", key[1], key[0])
             except errors.ApiError:

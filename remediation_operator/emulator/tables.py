@@ -25,8 +25,10 @@ NAME_COLUMN = {
     "description": "Name must be unique within a namespace. Is required when creating resources.",
     "priority": 0,
 }
+# A field name may contain escaped dots (`.metadata.labels.node\.kubernetes\.io/zone`), as in
+# the JSONPath of kubectl and the apiserver's printer columns (k8s.io/client-go/util/jsonpath).
 _TOKEN = re.compile(
-    r"\.([A-Za-z0-9_\-/]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*[\"']([^\"']*)[\"']\)\]"
+    r"\.((?:[A-Za-z0-9_\-/]|\\\.)+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*[\"']([^\"']*)[\"']\)\]"
 )
 
 
@@ -45,8 +47,9 @@ def jsonpath(obj: Any, path: str) -> list[Any]:
         nxt: list[Any] = []
         for value in values:
             if match.group(1) is not None:
-                if isinstance(value, dict) and match.group(1) in value:
-                    nxt.append(value[match.group(1)])
+                field = match.group(1).replace("\\.", ".")
+                if isinstance(value, dict) and field in value:
+                    nxt.append(value[field])
             elif match.group(2) is not None:
                 if isinstance(value, list):
                     if match.group(2) == "*":

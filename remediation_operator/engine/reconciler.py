@@ -526,6 +526,22 @@ class _Run:
         return True
 
 
+def _tally(
+    nodes: Mapping[str, NodeView], policy: Policy, version: int | None
+) -> planner.FleetTally | None:
+    """The policy's planner tally over the caller's live index, told what changed up to
+    `version` (None: a plain mapping, which is counted from scratch)."""
+    if version is None or not isinstance(nodes, NodeIndex):
+        return None
+    if policy.deleted:
+        nodes.forget(policy.name)
+        return None
+    memory = nodes.memory(policy.name)
+    memory.tally.changed(nodes.changed_between(memory.seen, version))
+    memory.seen = version
+    return memory.tally
+
+
 async def reconcile(
     policy: Policy,
     nodes: Mapping[str, NodeView],
@@ -543,10 +559,18 @@ async def reconcile(
     """
     plan_fn = plan if plan is not None else planner.plan
     records = ports.records
-    selected = select(policy, nodes)
+    # A copy: `nodes` may be the caller's live index, updated by events while this call waits.
+    selected = dict(select(policy, nodes))
+    # Taken with the copy: the changes the planner's tally must learn before planning it.
+    version = nodes.version if isinstance(nodes, NodeIndex) else None
     try:
         listed = await _retrying(lambda: records.list_remediations(policy.name))
-        stored = await _retrying(lambda: records.read_policy_state(policy.name))
+        # A deleted policy has no status to read or write; it only closes its incidents.
+        stored = (
+            PolicyState()
+            if policy.deleted
+            else await _retrying(lambda: records.read_policy_state(policy.name))
+        )
     except _RetriesExhaustedError as failed:
         return Reconciled(
             next_wake=now + failed.cause.retry_after,
@@ -589,7 +613,10 @@ async def reconcile(
             not_ready_elsewhere=not_ready_elsewhere(nodes, selected, active),
             focus=plan_focus,
         )
-        last = plan_fn(snapshot, policy, now)
+        if plan is None:
+            last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))
+        else:
+            last = plan_fn(snapshot, policy, now)
         breakers = last.breakers
         conflicted = await run.apply(last, observed.resume, {n: r.state for n, r in active.items()})
         if not conflicted:
@@ -609,7 +636,7 @@ async def reconcile(
     summary = last.summary if last is not None else None
     if last is not None:
         new_state = PolicyState(breakers=last.breakers, summary=last.summary)
-        if new_state != stored:
+        if new_state != stored and not policy.deleted:
             try:
                 await _retrying(
                     lambda: records.write_policy_state(

@@ -7,7 +7,7 @@ engine's values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from remediation_operator.domain.fleet import Progress
@@ -35,8 +35,11 @@ class KubernetesCluster:
         client: Client,
         namespace: str,
         templates: Mapping[Action, Mapping[str, Any]] | None = None,
+        node_body: Callable[[str], Mapping[str, Any] | None] = lambda _: None,
     ) -> None:
+        """node_body: the watched copy of a Node, if any (a cordon then skips its read)."""
         self._client = client
+        self._node_body = node_body
         self._drainer = Drainer(client)
         self._executors = Executors(client, namespace, templates)
 
@@ -58,7 +61,7 @@ class KubernetesCluster:
 
     async def cordon(self, node: str, fault: str) -> None:
         async with mapped():
-            await nodes.cordon(self._client, node, fault)
+            await nodes.cordon(self._client, node, fault, self._node_body(node))
 
     async def release(self, node: str, uncordon: bool) -> None:
         async with mapped():

@@ -1,4 +1,7 @@
-"""The kopf side: watch Nodes, RemediationPolicies and Remediations; hand events over.
+"""The kopf side: watch RemediationPolicies, Remediations and Jobs; hand events over.
+
+Nodes are not watched through kopf but by `node_watch` (kopf's per-event work dominated the
+operator's CPU at 10,000 nodes; docs/performance.md).
 
 Handlers are `on.event` only: kopf then writes nothing to the watched objects (no finalizers,
 no progress annotations; see shared/reference/tooling.md "kopf behaviours that bite": timers
@@ -50,10 +53,6 @@ def registry_for(runtime: Runtime) -> kopf.OperatorRegistry:
         # Before kopf's final sweep cancels every task still running: stop ours in order and
         # release the Lease so a peer takes over at once.
         await runtime.stop()
-
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node(event: kopf.RawEvent, **_: Any) -> None:
-        runtime.node_event(event["type"], event["object"])
 
     @kopf.on.event(names.GROUP, names.VERSION, names.POLICIES, registry=registry)
     async def policy(event: kopf.RawEvent, **_: Any) -> None:

@@ -5,7 +5,10 @@ keeps the newest body here and asks `engine.nodes.is_relevant_change` before any
 so at 10,000 nodes a heartbeat costs a dict lookup and a few comparisons. Views for the planner
 are rebuilt lazily, only for nodes that changed since the last reconcile asked for them (a
 heartbeat that triggers nothing still refreshes the view, so staleness is judged on the
-newest heartbeat).
+newest heartbeat). The views live in an `engine.node_index.NodeIndex`, which keeps each
+policy's selection and the NotReady set up to date as nodes change, so a reconcile focused on
+one node does not pass over every node to find them; the quarantined count is kept the same
+way (the metric is refreshed on every relevant event).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from typing import Any
 
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.engine import nodes as node_views
+from remediation_operator.engine.node_index import NodeIndex
 
 
 class NodeCache:
     def __init__(self) -> None:
         self._bodies: dict[str, Mapping[str, Any]] = {}
-        self._views: dict[str, NodeView] = {}
+        self._views = NodeIndex()
+        self._quarantined: set[str] = set()
         self._dirty: set[str] = set()
         self.watched: frozenset[str] = frozenset()
         """Condition types any policy matches on."""
@@ -40,6 +45,7 @@ class NodeCache:
 
     def remove(self, name: str) -> bool:
         self._views.pop(name, None)
+        self._quarantined.discard(name)
         self._dirty.discard(name)
         return self._bodies.pop(name, None) is not None
 
@@ -56,10 +62,22 @@ class NodeCache:
 
     @property
     def views(self) -> Mapping[str, NodeView]:
+        """Every node's view, current as of this call (a live index: later calls update it)."""
+        return self._refresh()
+
+    def _refresh(self) -> NodeIndex:
         for name in self._dirty:
-            self._views[name] = node_views.to_view(self._bodies[name])
+            view = self._views[name] = node_views.to_view(self._bodies[name])
+            if view.quarantined:
+                self._quarantined.add(name)
+            else:
+                self._quarantined.discard(name)
         self._dirty.clear()
         return self._views
+
+    def body(self, name: str) -> Mapping[str, Any] | None:
+        """The newest Node body the watch delivered (never mutate it)."""
+        return self._bodies.get(name)
 
     def uid(self, name: str) -> str | None:
         body = self._bodies.get(name)
@@ -67,4 +85,5 @@ class NodeCache:
         return str(uid) if uid else None
 
     def quarantined(self) -> int:
-        return sum(1 for view in self.views.values() if view.quarantined)
+        self._refresh()
+        return len(self._quarantined)

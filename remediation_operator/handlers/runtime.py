@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,17 +25,19 @@ from remediation_operator.handlers import policies
 from remediation_operator.handlers.cluster_port import KubernetesCluster
 from remediation_operator.handlers.drain_watch import DrainWatches
 from remediation_operator.handlers.node_cache import NodeCache
+from remediation_operator.handlers.node_watch import NodeWatch
 from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.handlers.recorder import Recorder
 from remediation_operator.handlers.retention import Janitor
 from remediation_operator.handlers.workers import PolicyWorker, Round
 from remediation_operator.k8s import leader, names, records
-from remediation_operator.k8s.client import ApiError, Client, path
+from remediation_operator.k8s.client import ApiError, Client
 from remediation_operator.k8s.events import EventRecorder
 from remediation_operator.observability import logs
 from remediation_operator.observability.metrics import Metrics
 
 SYNC_RETRY = timedelta(seconds=2)
+TERMINAL_PHASES = ("Succeeded", "Failed", "Cancelled")
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,14 @@ class Runtime:
             on_change=self._leadership,
             log=self.log,
         )
+        self.records = KubernetesRecords(
+            client, EventRecorder(client, settings.identity), node_uid=self.nodes.uid
+        )
         self.ports = Ports(
-            cluster=KubernetesCluster(client, settings.namespace, settings.job_templates),
-            records=KubernetesRecords(
-                client, EventRecorder(client, settings.identity), node_uid=self.nodes.uid
+            cluster=KubernetesCluster(
+                client, settings.namespace, settings.job_templates, node_body=self.nodes.body
             ),
+            records=self.records,
             recorder=Recorder(metrics),
         )
         self.janitor = Janitor(
@@ -92,6 +98,8 @@ class Runtime:
             log=self.log,
         )
         self.drains = DrainWatches(client, self._pods_changed, log=self.log)
+        # Nodes bypass kopf (the hot path: see node_watch); policies, Remediations, Jobs don't.
+        self.node_watch = NodeWatch(client, self.node_event, log=self.log)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         metrics.leadership(False)
 
@@ -103,9 +111,16 @@ class Runtime:
     def leading(self) -> bool:
         return self.elector.leading
 
+    def _may_act(self) -> bool:
+        """Workers plan only as leader AND after the initial sync: kopf may deliver a policy
+        before the first full Node list is in, and a plan on an empty node cache would close
+        every open incident as NodeDeleted (found by tests/reliability/test_crash.py)."""
+        return self.synced and self.elector.leading
+
     async def start(self) -> None:
         self._spawn("leader-election", self.elector.run())
         self._spawn("retention", self.janitor.run())
+        self._spawn("node-watch", self.node_watch.run())
         self._spawn("initial-sync", self._initial_sync())
 
     async def stop(self) -> None:
@@ -135,7 +150,6 @@ class Runtime:
         """List everything once so that plans never run on a partial picture."""
         while True:
             try:
-                listed_nodes = await self.client.get(path("v1", "nodes"))
                 listed_policies = await records.list_policies(self.client)
                 listed_remediations = await records.list_remediations(self.client)
                 break
@@ -146,8 +160,16 @@ class Runtime:
             self.remediation_event("ADDED", body)
         for body in listed_policies:
             self.policy_event("ADDED", body)
-        self.nodes.add_missing(listed_nodes.get("items") or [])
+        # Open Remediations whose policy was deleted while no replica was running (D13).
+        known = {str((p.get("metadata") or {}).get("name")) for p in listed_policies}
+        for body in listed_remediations:
+            owner = str((body.get("spec") or {}).get("policyName") or "")
+            open_ = (body.get("status") or {}).get("phase") not in TERMINAL_PHASES
+            if open_ and owner and owner not in known and owner not in self.workers:
+                self._farewell(owner, None)
+        await self.node_watch.listed.wait()  # its first full list is in the node cache
         self.metrics.quarantined(self.nodes.quarantined())
+        self.records.synced = True  # reads are now served from the watched state
         self.synced = True
         self.log.info(
             "caches_synced",
@@ -189,17 +211,15 @@ class Runtime:
         name = str((body.get("metadata") or {}).get("name") or "")
         if not name:
             return
+        self.records.observe_policy(kind, body)
         if kind == "DELETED":
             self.acceptances.pop(name, None)
-            worker = self.workers.pop(name, None)
-            task = self._tasks.pop(f"policy/{name}", None)
-            if worker is not None:
-                worker.abort()
-            if task is not None:
-                task.cancel()
+            self._status_written.pop(name, None)
             self.metrics.policy_forgotten(name)
             self.log.info("policy_deleted", policy=name)
             self._watch_conditions()
+            worker = self.workers.get(name)
+            self._farewell(name, worker.policy if worker is not None else None)
             return
         acceptance = policies.accept(body)
         previous = self.acceptances.get(name)
@@ -218,7 +238,7 @@ class Runtime:
             worker = PolicyWorker(
                 name,
                 self._reconciler(name),
-                self.leading,
+                self._may_act,
                 on_round=self._round_done(name),
                 log=self.log,
             )
@@ -230,7 +250,41 @@ class Runtime:
             self._spawn(f"accept/{name}", self._write_acceptance(name))
         self._watch_conditions()
 
+    def _farewell(self, name: str, last: Policy | None) -> None:
+        """The policy is gone: its worker runs on with the last version in force marked
+        deleted, which closes its open Remediations `PolicyDeleted` and gives their nodes back
+        (D13); it detects nothing new, so once they are closed it stays idle."""
+        policy = dataclasses.replace(last or Policy(name=name, faults=()), deleted=True)
+        worker = self.workers.get(name)
+        if worker is None:
+            worker = PolicyWorker(
+                name,
+                self._reconciler(name),
+                self._may_act,
+                on_round=self._round_done(name),
+                log=self.log,
+            )
+            self.workers[name] = worker
+            self._spawn(f"policy/{name}", worker.run())
+        worker.set_policy(policy)
+
+    def _retire_if_done(self, name: str, result: Reconciled) -> None:
+        """A deleted policy's worker stops once none of its Remediations is open."""
+        worker = self.workers.get(name)
+        if worker is None or worker.policy is None or not worker.policy.deleted:
+            return
+        if name in self.acceptances:
+            return  # re-created meanwhile
+        if any(n and str(phase) not in TERMINAL_PHASES for (phase, _), n in result.census.items()):
+            return
+        del self.workers[name]
+        task = self._tasks.pop(f"policy/{name}", None)
+        if task is not None:
+            task.cancel()  # the worker's own task: it ends at its next await
+        self.log.info("policy_worker_retired", policy=name)
+
     def remediation_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
+        self.records.observe(kind, body)
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name") or "")
         spec = body.get("spec") or {}
@@ -317,8 +371,10 @@ class Runtime:
         async def reconcile(
             policy: Policy, focus: frozenset[str] | None, now: datetime
         ) -> Reconciled:
-            # A snapshot: events arriving while this plan runs belong to the next one.
-            nodes = dict(self.nodes.views)
+            # The live index, not a copy (copying 10,000 views per event costs more than the
+            # plan): `reconcile` copies the policy's selection, so events arriving while this
+            # plan runs belong to the next one.
+            nodes = self.nodes.views
             self._snapshot_at[name] = _now()
             await self._write_acceptance(name)
             return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
@@ -352,9 +408,11 @@ class Runtime:
             for node in [n for n in planned if n in self._first_seen]:
                 if self._first_seen[node] <= snapshot:
                     del self._first_seen[node]
-            self.metrics.policy_census(
-                name, {(str(phase), fault): n for (phase, fault), n in result.census.items()}
-            )
+            self._retire_if_done(name, result)
+            if name in self.acceptances:  # a deleted policy's gauges stay at zero
+                self.metrics.policy_census(
+                    name, {(str(phase), fault): n for (phase, fault), n in result.census.items()}
+                )
             for error in result.errors:
                 self.log.warning("reconcile_incomplete", policy=name, error=error)
 

@@ -11,6 +11,7 @@ choice after the drain timed out).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from remediation_operator.k8s import names
 from remediation_operator.k8s.client import ApiError, Client, path
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+EVICTION_CONCURRENCY = 16
 
 
 @dataclass(frozen=True)
@@ -64,41 +66,53 @@ class Drainer:
         )
 
     async def evict(self, node: str, force: bool) -> Drained:
+        """Evict every evictable pod of the node, EVICTION_CONCURRENCY at a time.
+
+        kubectl drain evicts all pods at once, one goroutine per pod
+        (k8s.io/kubectl/pkg/drain `evictPods`); a bounded number in flight keeps a 110-pod
+        node well under a second of round trips without flooding the API server.
+        """
         self._attempted.add(node)
         refused: list[str] = []
-        for pod in await pods_on(self._client, node):
-            metadata = pod["metadata"]
-            if metadata.get("deletionTimestamp"):
-                continue
-            name, namespace = metadata["name"], metadata.get("namespace", "default")
-            try:
-                if force:
-                    await self._client.delete(path("v1", "pods", name, namespace=namespace))
-                else:
-                    await self._client.create(
-                        path("v1", "pods", name, namespace=namespace, subresource="eviction"),
-                        {
-                            "apiVersion": "policy/v1",
-                            "kind": "Eviction",
-                            "metadata": {"name": name, "namespace": namespace},
-                        },
-                    )
-            except ApiError as error:
-                if error.status == 404:
-                    continue
-                if error.status == 429:
-                    refused.append(f"{namespace}/{name}")
-                    continue
-                raise
+        gate = asyncio.Semaphore(EVICTION_CONCURRENCY)
+
+        async def one(pod: dict[str, Any]) -> None:
+            async with gate:
+                await self._evict_one(pod, force, refused)
+
+        await asyncio.gather(*(one(pod) for pod in await pods_on(self._client, node)))
         if refused:
             self._blocked[node] = (
-                f"eviction of {', '.join(refused[:3])}"
+                f"eviction of {', '.join(sorted(refused)[:3])}"
                 f"{' and others' if len(refused) > 3 else ''}"
                 " refused by a PodDisruptionBudget"
             )
         else:
             self._blocked.pop(node, None)
         return await self.status(node)
+
+    async def _evict_one(self, pod: dict[str, Any], force: bool, refused: list[str]) -> None:
+        metadata = pod["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return
+        name, namespace = metadata["name"], metadata.get("namespace", "default")
+        try:
+            if force:
+                await self._client.delete(path("v1", "pods", name, namespace=namespace))
+            else:
+                await self._client.create(
+                    path("v1", "pods", name, namespace=namespace, subresource="eviction"),
+                    {
+                        "apiVersion": "policy/v1",
+                        "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": namespace},
+                    },
+                )
+        except ApiError as error:
+            if error.status == 429:
+                refused.append(f"{namespace}/{name}")
+            elif error.status != 404:
+                raise
 
 
 def _left(pods: list[dict[str, Any]]) -> str:

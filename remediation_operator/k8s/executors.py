@@ -180,11 +180,26 @@ class Executors:
             )
         except TemplateError as error:
             return Status(Progress.Failed, str(error), permanent=True)
+        jobs = path("batch/v1", "jobs", namespace=self._namespace)
         try:
-            await self._client.create(path("batch/v1", "jobs", namespace=self._namespace), job)
+            await self._client.create(jobs, job)
         except ApiError as error:
             if error.status == 409:
-                return Status(Progress.InProgress, f"Job {job['metadata']['name']} exists")
+                # Usually AlreadyExists (an earlier try of this attempt got through), but a 409
+                # can also be a lost race that created nothing: only a Job that is really there
+                # counts as started; otherwise the 409 goes up and the step is retried, rather
+                # than waiting for a Job that will never run until the step times out (found by
+                # tests/reliability/test_api_faults.py).
+                name = job["metadata"]["name"]
+                try:
+                    await self._client.get(
+                        path("batch/v1", "jobs", name, namespace=self._namespace)
+                    )
+                except ApiError as missing:
+                    if missing.status == 404:
+                        raise error from missing
+                    raise
+                return Status(Progress.InProgress, f"Job {name} exists")
             if error.status in (400, 422):
                 return Status(Progress.Failed, f"Job rejected: {error.message}", permanent=True)
             raise

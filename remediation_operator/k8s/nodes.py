@@ -5,12 +5,13 @@ read, so a concurrent change by kubelet, Karpenter or an administrator makes the
 with 409 and be recomputed instead of silently overwriting theirs. Taints are written as the
 whole list: JSON merge patch replaces lists (RFC 7386), which removes our taint reliably
 without depending on a strategic-merge key for `spec.taints`. Each operation is idempotent:
-a node already in the wanted state is not written at all.
+a node already in the wanted state is not written at all. A cordon may start from the
+caller's watched copy of the Node instead of a read (the reaction-time hot path).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from remediation_operator.k8s import names
@@ -37,11 +38,22 @@ def is_ours(taint: dict[str, Any]) -> bool:
 
 
 async def _update(
-    client: Client, node: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    client: Client,
+    node: str,
+    change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    known: Mapping[str, Any] | None = None,
 ) -> None:
-    """Read, compute a merge patch (None: nothing to do), write with the resourceVersion."""
+    """Read, compute a merge patch (None: nothing to do), write with the resourceVersion.
+
+    `known`: the caller's copy of the Node (its watch cache); the first attempt starts from it
+    instead of a read, saving a round trip. The resourceVersion precondition makes a stale
+    copy harmless: 409, then read and retry as usual.
+    """
     for attempt in range(_ATTEMPTS):
-        body = await read(client, node)
+        if attempt == 0 and known is not None and (known.get("metadata") or {}).get("name"):
+            body = dict(known)  # `change` only reads it
+        else:
+            body = await read(client, node)
         patch = change(body)
         if patch is None:
             return
@@ -54,7 +66,9 @@ async def _update(
                 raise
 
 
-async def cordon(client: Client, node: str, fault: str) -> None:
+async def cordon(
+    client: Client, node: str, fault: str, known: Mapping[str, Any] | None = None
+) -> None:
     def change(body: dict[str, Any]) -> dict[str, Any] | None:
         taints = _taints(body)
         ours = [t for t in taints if is_ours(t)]
@@ -67,7 +81,7 @@ async def cordon(client: Client, node: str, fault: str) -> None:
             spec["taints"] = [*taints, taint]
         return {"spec": spec}
 
-    await _update(client, node, change)
+    await _update(client, node, change, known)
 
 
 async def release(client: Client, node: str, uncordon: bool) -> None:

@@ -72,12 +72,19 @@ async def create_remediation(
 async def write_remediation_status(
     client: Client, name: str, status: dict[str, Any], resource_version: str
 ) -> dict[str, Any]:
-    """Replace the status, precondition on `resource_version` (409 when stale)."""
-    current = await get_remediation(client, name)
-    if current["metadata"].get("resourceVersion") != resource_version:
-        raise ApiError(409, "Conflict", f"Remediation {name} changed since it was read")
-    current["status"] = status
-    return await client.replace(remediation_path(name, "status"), current)
+    """Replace the status, precondition on `resource_version` (409 when stale).
+
+    No read first: a PUT to /status ignores everything but the status stanza (CRD
+    `subresources.status`, apiextensions.k8s.io/v1) and the resourceVersion in the body is the
+    precondition, so one round trip does it.
+    """
+    body = {
+        "apiVersion": names.GROUP_VERSION,
+        "kind": "Remediation",
+        "metadata": {"name": name, "resourceVersion": resource_version},
+        "status": status,
+    }
+    return await client.replace(remediation_path(name, "status"), body)
 
 
 async def delete_remediation(client: Client, name: str, resource_version: str) -> None:
@@ -101,21 +108,22 @@ async def list_policies(client: Client) -> list[dict[str, Any]]:
 
 async def update_policy_status(
     client: Client, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
-) -> None:
+) -> dict[str, Any]:
     """Read the policy, let `change` compute its new status (None: unchanged), PUT /status.
 
     Retries a lost race a few times: the runtime (Accepted, lastAcceptedSpec) and the engine
-    (counts, breakers) write different parts of the same status.
+    (counts, breakers) write different parts of the same status. Returns the policy as
+    written (or as read, when unchanged), so a caller can cache it.
     """
     for attempt in range(_ATTEMPTS):
         policy = await get_policy(client, name)
         status = change(dict(policy.get("status") or {}))
         if status is None:
-            return
+            return policy
         policy["status"] = status
         try:
-            await client.replace(policy_path(name, "status"), policy)
-            return
+            return await client.replace(policy_path(name, "status"), policy)
         except ApiError as error:
             if error.status != 409 or attempt == _ATTEMPTS - 1:
                 raise
+    raise AssertionError("unreachable: the last attempt returns or raises")

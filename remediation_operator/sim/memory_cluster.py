@@ -385,9 +385,10 @@ class MemoryCluster:
         self, node: str, action: Action, succeed: bool = True, permanent: bool = False
     ) -> Execution:
         """End the latest running executor of `action` on `node`."""
+        # Only the pending ones can be running (not every execution of a 90-day run).
         running = [
             e
-            for e in self._executions.values()
+            for e in self._pending.values()
             if e.node == node and e.action is action and e.progress is Progress.InProgress
         ]
         if not running:

@@ -46,3 +46,16 @@ def test_jsonpath_subset(path: str, expected: list[str]) -> None:
 )
 def test_ages_render_like_kubectl(seconds: float, text: str) -> None:
     assert tables.human_duration(seconds) == text
+
+
+def test_jsonpath_field_names_with_escaped_dots() -> None:
+    """A printer column on a well-known label (`node.kubernetes.io/instance-type`) shows it."""
+    labelled = {
+        "metadata": {
+            "labels": {"node.kubernetes.io/instance-type": "p5.48xlarge", "node": "not this"}
+        }
+    }
+    path = r".metadata.labels.node\.kubernetes\.io/instance-type"
+    assert tables.jsonpath(labelled, path) == ["p5.48xlarge"]
+    assert tables.jsonpath(labelled, "{" + path + "}") == ["p5.48xlarge"]
+    assert tables.jsonpath(labelled, r".metadata.labels.node\.kubernetes\.io/zone") == []

@@ -224,6 +224,9 @@ async def everything(cluster: Cluster) -> None:
     await cluster.start_operator("operator-a", "--retention", RETENTION)
     await eventually(lambda: leader(cluster, 0), what="operator-a leads")
     await cluster.start_operator("operator-b", "--retention", RETENTION)
+    # A stale status write (409) makes the operator re-read that Remediation: the conflict
+    # path must be covered by the roles too, so provoke it once.
+    cluster.api.faults.error(409, verb="update", resource="remediations", subresource="status")
     await asyncio.gather(
         full_ladder(cluster, nodes[0]),
         approved_delete(cluster, nodes[1]),

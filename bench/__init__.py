@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): run as modules, e.g. `python -m bench.operator_bench`."""
