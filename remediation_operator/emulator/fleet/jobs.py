@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from remediation_operator.emulator.fleet import health, manifests, resources
+from remediation_operator.emulator.fleet import health, manifests, placement, resources
 from remediation_operator.emulator.fleet.agent import NodeAgent
 from remediation_operator.emulator.fleet.client import ApiError, KubeClient, Obj
 from remediation_operator.emulator.fleet.config import FleetConfig
@@ -134,7 +134,7 @@ class JobRunner:
         self._config = config
         self._rng = rng
         self._now = now
-        self._by_node: dict[str, set[str]] = {}
+        self._by_node = placement.ByNode()
         self._runs: dict[str, float] = {}
         """By Job uid: when the current attempt started (event-loop time)."""
         self._written: dict[str, int] = {}
@@ -145,18 +145,13 @@ class JobRunner:
         nodes.subscribe(self._on_node)
 
     def _on_job(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        before = pinned_node(old) if old else None
-        after = pinned_node(new) if new else None
-        if before and before != after:
-            self._by_node.get(before, set()).discard(key)
-        if after:
-            self._by_node.setdefault(after, set()).add(key)
+        self._by_node.place(key, pinned_node(new) if new else None)
         self.controller.enqueue(key)
 
     def _on_node(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if old is not None and new is not None and node_ready(old) == node_ready(new):
             return
-        for job in self._by_node.get(key, ()):
+        for job in self._by_node.on(key):
             self.controller.enqueue(job)
 
     async def run(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from remediation_operator.emulator.fleet import health, resources
+from remediation_operator.emulator.fleet import health, placement, resources
 from remediation_operator.emulator.fleet.client import ApiError, KubeClient, Obj, PatchType
 from remediation_operator.emulator.fleet.config import FleetConfig
 from remediation_operator.emulator.fleet.controller import Controller
@@ -130,28 +130,23 @@ class Kubelet:
         self._pods = pods
         self._config = config
         self._now = now
-        self._by_node: dict[str, set[str]] = {}
+        self._by_node = placement.ByNode()
         self._deleting_since: dict[str, float] = {}
         self._orphan_since: dict[str, float] = {}
         pods.subscribe(self._on_pod)
         nodes.subscribe(self._on_node)
 
     def pods_on(self, node: str) -> set[str]:
-        return set(self._by_node.get(node, ()))
+        return self._by_node.on(node)
 
     def _on_pod(self, key: str, old: Obj | None, new: Obj | None) -> None:
-        before = (old or {}).get("spec", {}).get("nodeName")
-        after = (new or {}).get("spec", {}).get("nodeName")
-        if before and before != after:
-            self._by_node.get(before, set()).discard(key)
-        if after:
-            self._by_node.setdefault(after, set()).add(key)
+        self._by_node.place(key, (new or {}).get("spec", {}).get("nodeName"))
         self.controller.enqueue(key)
 
     def _on_node(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if old is not None and new is not None and node_ready(old) == node_ready(new):
             return
-        for pod in self._by_node.get(key, ()):
+        for pod in self._by_node.on(key):
             self.controller.enqueue(pod)
 
     async def run(self) -> None:
@@ -179,8 +174,7 @@ class Kubelet:
         pod = self._pods.get(key)
         if pod is None:
             self._forget(key)
-            for members in self._by_node.values():
-                members.discard(key)
+            self._by_node.place(key, None)
             return None
         node_name = pod.get("spec", {}).get("nodeName")
         if not node_name:
