@@ -37,6 +37,11 @@ class NodeView:
     """spec.unschedulable, whoever set it."""
     quarantined: bool = False
     """The node carries our `remediation.gpuops.io/quarantine:NoSchedule` taint."""
+    quarantined_by: str = ""
+    """The policy our cordon wrote in `remediation.gpuops.io/quarantined-by` ("" if none)."""
+    uncordon_on_release: bool = False
+    """Our cordon flipped spec.unschedulable (annotation `remediation.gpuops.io/uncordon-on-
+    release`): the node itself proves the cordon was ours, before any Remediation records it."""
     boot_id: str = ""
     created_at: datetime | None = None
 

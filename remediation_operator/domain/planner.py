@@ -110,6 +110,10 @@ class Plan:
 RECHECK = timedelta(minutes=5)
 """A safety-net re-check for waits that end on an event (approval, budget freed, unpause)."""
 
+UNRECORDED_GRACE = timedelta(seconds=60)
+"""After a Remediation of a node ends, how long its node view may still show the quarantine
+the ending released (our watch lags our writes); an unrecorded cordon is judged only after."""
+
 IN_PLACE: frozenset[Action] = frozenset({Action.Drain, Action.GPUReset, Action.Reboot})
 """Disruptive steps that keep the node: Karpenter must not consolidate it meanwhile."""
 
@@ -481,6 +485,7 @@ class _Planner:
         )
         for name in fresh:
             self._detect(snapshot.nodes[name], self.matches[name])
+        self._release_unrecorded(focus)
         if any(b.schedule is not None for b in self.policy.budgets):
             change = budgets.next_change(self.policy.budgets, self.now)
             if change is not None:
@@ -600,6 +605,57 @@ class _Planner:
         if history is not None:
             self._announce(state, Reason.RepeatOffender, history, Severity.Warning)
         self._finish(self._progress(state, node, fault, found))
+
+    def _marked_ours(self, node: NodeView | None) -> bool:
+        """The node itself says our cordon made it unschedulable (k8s annotations written in
+        the cordon's own patch; docs/decisions.md D14)."""
+        return (
+            node is not None
+            and node.uncordon_on_release
+            and node.quarantined_by == self.policy.name
+        )
+
+    def _release_unrecorded(self, focus: frozenset[str] | None) -> None:
+        """Give back a node whose cordon by this policy no Remediation records.
+
+        The engine cordons before it writes the Remediation (D14); if the operator stopped in
+        between and the fault has cleared since, nothing else would ever undo that cordon. A
+        node that still shows a fault keeps its quarantine: `_detect` opened (or will open, once
+        a pause, breaker or grace period allows) the Remediation that owns it.
+        """
+        if self.dry_run:
+            return
+        nodes = self.snapshot.nodes
+        names = nodes if focus is None else [n for n in focus if n in nodes]
+        for name in names:
+            node = nodes[name]
+            if node.quarantined_by != self.policy.name or name in self.snapshot.active:
+                continue
+            if name in self.matches and not self.policy.deleted:
+                continue
+            if any(s.node == name for s in self.changed):
+                continue
+            settled = self._settled_at(name)
+            if settled is not None and settled > self.now:
+                self.wakes.append(settled)
+                continue
+            uncordon = node.uncordon_on_release and node.unschedulable
+            self._mutate(Release(name, uncordon=uncordon))
+            message = (
+                f"Node {name} carried a cordon of policy {self.policy.name} that no Remediation"
+                " records (the operator stopped between the cordon and its record) and shows no"
+                f" fault; our taint is removed{' and the node uncordoned' if uncordon else ''}."
+            )
+            self.effects.append(
+                Announce(name, None, Reason.UnrecordedCordonReleased, message, Severity.Normal)
+            )
+            self.reasons[name] = Reason.UnrecordedCordonReleased
+
+    def _settled_at(self, node: str) -> datetime | None:
+        """Until when the node's view may still predate the release that ended its last
+        Remediation (the watch lags our own writes): no unrecorded cordon is judged before."""
+        ended = [s.finished_at for s in self.past.get(node, ()) if s.finished_at is not None]
+        return max(ended) + UNRECORDED_GRACE if ended else None
 
     def _admin_said_stop(self, node: str, found: matching.Match) -> bool:
         """An administrator uncordoned this node mid-incident and the fault has not changed since.
@@ -785,7 +841,8 @@ class _Planner:
 
     def _release(self, state: RemediationState, uncordon: bool) -> None:
         node = state.node
-        self._mutate(Release(node, uncordon=uncordon and state.cordoned_by_us))
+        ours = state.cordoned_by_us or self._marked_ours(self.snapshot.nodes.get(node))
+        self._mutate(Release(node, uncordon=uncordon and ours))
         if _protected(state):
             self._mutate(ProtectFromConsolidation(node, on=False))
 
@@ -1050,8 +1107,14 @@ class _Planner:
         cordoned_by_us = state.cordoned_by_us
         already = False
         if action is Action.Cordon:
-            already = node.unschedulable and not state.cordoned_by_us
-            cordoned_by_us = state.cordoned_by_us or (not node.unschedulable and not self.dry_run)
+            # The node's own mark counts: our cordon may have been written before a crash
+            # kept its Remediation from recording it (D14).
+            cordoned_by_us = (
+                state.cordoned_by_us
+                or (not node.unschedulable and not self.dry_run)
+                or self._marked_ours(node)
+            )
+            already = node.unschedulable and not cordoned_by_us
             self._mutate(Cordon(name))
         elif action is Action.Drain:
             self._mutate(Evict(name))

@@ -95,3 +95,8 @@ class Reason(StrEnum):
     """The policy no longer defines the incident's fault; the Remediation is cancelled."""
     ModeChanged = "ModeChanged"
     """A DryRun incident under a policy that now enforces: closed, a real one opens."""
+
+    # Added with the cordon-first order (docs/decisions.md D14)
+    UnrecordedCordonReleased = "UnrecordedCordonReleased"
+    """A node carried our cordon with no Remediation recording it (the operator stopped between
+    its cordon and its record) and shows no fault: the quarantine is removed."""

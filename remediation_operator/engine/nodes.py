@@ -19,6 +19,10 @@ QUARANTINE_TAINT = "remediation.gpuops.io/quarantine"
 """Our taint key (effect NoSchedule, value: the fault's name)."""
 AGENT_ACK_ANNOTATION = "remediation.gpuops.io/agent-ack"
 """Where a NodeAgent executor answers; a change completes a GPUReset/Reboot step."""
+QUARANTINED_BY_ANNOTATION = "remediation.gpuops.io/quarantined-by"
+"""Written with our taint: the policy whose cordon it is (k8s/names.py QUARANTINED_BY)."""
+UNCORDON_ON_RELEASE_ANNOTATION = "remediation.gpuops.io/uncordon-on-release"
+"""Written by a cordon that flipped spec.unschedulable (k8s/names.py UNCORDON_ON_RELEASE)."""
 READY = "Ready"
 """Always watched: reboot confirmation and budgets depend on it."""
 
@@ -108,12 +112,15 @@ def to_view(node: Mapping[str, Any]) -> NodeView:
     metadata = _mapping(node.get("metadata"))
     spec = _mapping(node.get("spec"))
     status = _mapping(node.get("status"))
+    annotations = _mapping(metadata.get("annotations"))
     return NodeView(
         name=_text(metadata.get("name")),
         labels=_labels(metadata),
         conditions=_conditions(status),
         unschedulable=spec.get("unschedulable") is True,
         quarantined=_quarantined(spec),
+        quarantined_by=_text(annotations.get(QUARANTINED_BY_ANNOTATION)),
+        uncordon_on_release=annotations.get(UNCORDON_ON_RELEASE_ANNOTATION) == "true",
         boot_id=_text(_mapping(status.get("nodeInfo")).get("bootID")),
         created_at=parse_time(metadata.get("creationTimestamp")),
     )

@@ -183,15 +183,20 @@ class ClusterPort(Protocol):
 
     # Effects (one per domain.effects type, all idempotent) -----------------------------------
 
-    async def cordon(self, node: str, fault: str) -> None:
-        """spec.unschedulable=true plus taint `remediation.gpuops.io/quarantine=<fault>:NoSchedule`.
+    async def cordon(self, node: str, fault: str, policy: str) -> None:
+        """spec.unschedulable=true plus taint `remediation.gpuops.io/quarantine=<fault>:NoSchedule`,
+        in the same write annotations `remediation.gpuops.io/quarantined-by: <policy>` and, when
+        this write is what made the node unschedulable, `remediation.gpuops.io/uncordon-on-
+        release: "true"` (read back as `NodeView.quarantined_by` / `uncordon_on_release`).
 
-        Callers read `NodeView.unschedulable` before cordoning to know whether it was ours.
+        The engine may cordon before recording the step (docs/decisions.md D14): the
+        annotations are the node's own record that the cordon was ours.
         """
         ...
 
     async def release(self, node: str, uncordon: bool) -> None:
-        """Remove our taint, do-not-disrupt annotation and agent request; uncordon if asked."""
+        """Remove our taint and annotations (quarantined-by, uncordon-on-release,
+        do-not-disrupt, agent request); uncordon if asked."""
         ...
 
     async def protect_from_consolidation(self, node: str, on: bool) -> None:

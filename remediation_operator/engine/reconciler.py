@@ -9,13 +9,20 @@ Order of work for one node, chosen so that a crash at any point is repaired by t
 1. Clean-up effects (`Release`, `ProtectFromConsolidation(on=False)`) run BEFORE the state
    that records them (Recovered, Cancelled) is written: if we crash in between, the next plan
    decides the same clean-up again and the idempotent effect is repeated.
-2. The new Remediation state is written (optimistic concurrency). On `Conflict` nothing else
+2. A `Cordon` runs next, BEFORE the state that records its step: it is the reaction a
+   fault waits for, and the node records it itself (the cordon's own patch writes
+   `quarantined-by` and, if it flipped spec.unschedulable, `uncordon-on-release`;
+   docs/decisions.md D14). If we crash before the state is written, the next plan either
+   opens the incident again (fault still there; the mark says the cordon is ours, so it is
+   undone at the end) or, fault gone, releases the unrecorded cordon
+   (`UnrecordedCordonReleased`). The cordon is idempotent, so a re-plan repeats nothing.
+3. The new Remediation state is written (optimistic concurrency). On `Conflict` nothing else
    is done for that node; its Remediations are re-read and the node is planned again.
-3. Starting effects (`ProtectFromConsolidation(on=True)`, `Cordon`, `Evict`, `RunExecutor`,
+4. The other starting effects (`ProtectFromConsolidation(on=True)`, `Evict`, `RunExecutor`,
    `Replace`) run AFTER the state that records their step: if we crash in between, the next
    call finds the step recorded but its effect absent (`Progress.Absent`, an uncordoned node)
    and re-applies exactly that effect ("resume"), so no step is repeated or skipped.
-4. Announcements become Events, log lines and metrics once the state is written.
+5. Announcements become Events, log lines and metrics once the state is written.
 
 Resuming is limited to a Remediation still `Running` the same step and attempt after the plan:
 a step the planner moved on from (escalated, timed out, fault gone, blocked) is never resumed.
@@ -320,7 +327,7 @@ def _is_cleanup(effect: Effect) -> bool:
 async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault: str) -> None:
     match effect:
         case Cordon(node=node):
-            await cluster.cordon(node, fault)
+            await cluster.cordon(node, fault, policy.name)
         case Release(node=node, uncordon=uncordon):
             await cluster.release(node, uncordon)
         case ProtectFromConsolidation(node=node, on=on):
@@ -498,6 +505,10 @@ class _Run:
         for effect in (e for e in effects if _is_cleanup(e)):
             if not await self.effect(effect, fault):
                 return True  # nothing recorded; the next call plans the same clean-up again
+        for effect in (e for e in effects if isinstance(e, Cordon)):
+            # Before the record (D14): the fault's reaction time is this one write. A failure
+            # is retried like a lost cordon: the recorded step resumes it.
+            await self.effect(effect, fault)
         for state in states:
             written = await self.write(state)
             if written is False:
@@ -508,7 +519,8 @@ class _Run:
             (e for e in effects if not _is_cleanup(e)), key=lambda e: _START_RANK[type(e)]
         )
         for effect in starts:
-            await self.effect(effect, fault)
+            if not isinstance(effect, Cordon):
+                await self.effect(effect, fault)
         if (
             resume
             and observed is not None

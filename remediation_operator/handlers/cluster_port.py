@@ -59,9 +59,9 @@ class KubernetesCluster:
         async with mapped():
             return await replace.status(self._client, node, provider)
 
-    async def cordon(self, node: str, fault: str) -> None:
+    async def cordon(self, node: str, fault: str, policy: str) -> None:
         async with mapped():
-            await nodes.cordon(self._client, node, fault, self._node_body(node))
+            await nodes.cordon(self._client, node, fault, policy, self._node_body(node))
 
     async def release(self, node: str, uncordon: bool) -> None:
         async with mapped():

@@ -14,6 +14,11 @@ REMEDIATIONS = "remediations"
 
 QUARANTINE_TAINT = f"{GROUP}/quarantine"
 """Taint key (effect NoSchedule, value: the fault's name) marking nodes we quarantined."""
+QUARANTINED_BY = f"{GROUP}/quarantined-by"
+"""Node annotation written with our taint: the RemediationPolicy whose cordon it is."""
+UNCORDON_ON_RELEASE = f"{GROUP}/uncordon-on-release"
+"""Node annotation `"true"` written by a cordon that flipped spec.unschedulable itself: the
+node proves the cordon was ours even before a Remediation records it (docs/decisions.md D14)."""
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 """Node annotation keeping Karpenter's consolidation away during in-place repair."""
 REPLACE_REQUESTED = f"{GROUP}/replace-requested"

@@ -67,8 +67,18 @@ async def _update(
 
 
 async def cordon(
-    client: Client, node: str, fault: str, known: Mapping[str, Any] | None = None
+    client: Client, node: str, fault: str, policy: str, known: Mapping[str, Any] | None = None
 ) -> None:
+    """Cordon and taint in one write, with the node's own proof of who did it.
+
+    The same patch records `quarantined-by: <policy>` and, only when this write is the one
+    that flips spec.unschedulable, `uncordon-on-release: "true"`. The engine cordons before it
+    writes the Remediation (docs/decisions.md D14), so after a crash in between, these
+    annotations are how the next leader knows the cordon was ours and whether to undo it.
+    Deciding "we flipped it" here, on the body the resourceVersion precondition pins, is
+    exact: an administrator's cordon racing ours makes our write fail with 409 and re-read.
+    """
+
     def change(body: dict[str, Any]) -> dict[str, Any] | None:
         taints = _taints(body)
         ours = [t for t in taints if is_ours(t)]
@@ -79,7 +89,16 @@ async def cordon(
         if not ours:
             taint = {"key": names.QUARANTINE_TAINT, "value": fault[:63], "effect": "NoSchedule"}
             spec["taints"] = [*taints, taint]
-        return {"spec": spec}
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        marks: dict[str, Any] = {}
+        if not annotations.get(names.QUARANTINED_BY):
+            marks[names.QUARANTINED_BY] = policy
+        if not unschedulable:
+            marks[names.UNCORDON_ON_RELEASE] = "true"
+        patch: dict[str, Any] = {"spec": spec}
+        if marks:
+            patch["metadata"] = {"annotations": marks}
+        return patch
 
     await _update(client, node, change, known)
 
@@ -99,7 +118,13 @@ async def release(client: Client, node: str, uncordon: bool) -> None:
             spec["unschedulable"] = None
         if spec:
             patch["spec"] = spec
-        drop = [k for k in (names.DO_NOT_DISRUPT, names.AGENT_REQUEST) if k in annotations]
+        ours = (
+            names.DO_NOT_DISRUPT,
+            names.AGENT_REQUEST,
+            names.QUARANTINED_BY,
+            names.UNCORDON_ON_RELEASE,
+        )
+        drop = [k for k in ours if k in annotations]
         if drop:
             patch["metadata"] = {"annotations": dict.fromkeys(drop)}
         if names.REPLACE_REQUESTED in labels:

@@ -43,6 +43,8 @@ AGENT_REQUEST = "remediation.gpuops.io/agent-request"
 AGENT_ACK = node_objects.AGENT_ACK_ANNOTATION
 REPLACE_REQUESTED = "remediation.gpuops.io/replace-requested"
 QUARANTINE = node_objects.QUARANTINE_TAINT
+QUARANTINED_BY = node_objects.QUARANTINED_BY_ANNOTATION
+UNCORDON_ON_RELEASE = node_objects.UNCORDON_ON_RELEASE_ANNOTATION
 
 __all__ = [
     "Event",
@@ -506,14 +508,19 @@ class MemoryCluster:
 
     # ClusterPort: effects --------------------------------------------------------------------
 
-    async def cordon(self, node: str, fault: str) -> None:
+    async def cordon(self, node: str, fault: str, policy: str) -> None:
         self._enter("cordon")
-        spec = self._get(node)["spec"]
+        obj = self._get(node)
+        spec, annotations = obj["spec"], obj["metadata"]["annotations"]
         taints: list[dict[str, Any]] = spec.setdefault("taints", [])
         ours = {"key": QUARANTINE, "value": fault, "effect": "NoSchedule"}
         changed = spec.get("unschedulable") is not True or not any(
             t.get("key") == QUARANTINE for t in taints
         )
+        if changed:
+            annotations.setdefault(QUARANTINED_BY, policy)
+            if spec.get("unschedulable") is not True:
+                annotations[UNCORDON_ON_RELEASE] = "true"
         spec["unschedulable"] = True
         spec["taints"] = [t for t in taints if t.get("key") != QUARANTINE] + [ours]
         self._count("cordon", node, changed)
@@ -528,6 +535,8 @@ class MemoryCluster:
         spec["taints"] = kept
         annotations.pop(DO_NOT_DISRUPT, None)
         annotations.pop(AGENT_REQUEST, None)
+        annotations.pop(QUARANTINED_BY, None)
+        annotations.pop(UNCORDON_ON_RELEASE, None)
         if uncordon and spec.get("unschedulable") is True:
             spec.pop("unschedulable")
             changed = True

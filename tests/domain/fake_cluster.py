@@ -180,9 +180,18 @@ class FakeCluster:
 
     def apply(self, effect: Effect) -> None:
         if isinstance(effect, Cordon):
+            view = self.nodes.get(effect.node)
+            if view is not None and not view.quarantined:
+                # The cordon's own marks (k8s/nodes.py): whose it is, and whether it flipped
+                # spec.unschedulable.
+                self.edit(
+                    effect.node,
+                    quarantined_by=view.quarantined_by or self.policy.name,
+                    uncordon_on_release=view.uncordon_on_release or not view.unschedulable,
+                )
             self.edit(effect.node, unschedulable=True, quarantined=True)
         elif isinstance(effect, Release):
-            self.edit(effect.node, quarantined=False)
+            self.edit(effect.node, quarantined=False, quarantined_by="", uncordon_on_release=False)
             if effect.uncordon:
                 self.edit(effect.node, unschedulable=False)
         elif isinstance(effect, ProtectFromConsolidation):

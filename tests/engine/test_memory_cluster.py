@@ -46,7 +46,7 @@ async def test_writes_with_a_stale_resource_version_conflict(harness: Harness) -
 async def test_effects_are_idempotent_and_counted_once(harness: Harness) -> None:
     cluster = harness.cluster
     for _ in range(3):
-        await cluster.cordon("gpu-0", "gpu-xid-reset")
+        await cluster.cordon("gpu-0", "gpu-xid-reset", "gpu-default")
         await cluster.protect_from_consolidation("gpu-0", True)
     assert cluster.calls[("cordon", "gpu-0")] == 1
     assert cluster.noops[("cordon", "gpu-0")] == 2
@@ -59,7 +59,7 @@ async def test_effects_are_idempotent_and_counted_once(harness: Harness) -> None
     assert not view.quarantined
     assert "karpenter.sh/do-not-disrupt" not in cluster.node("gpu-0")["metadata"]["annotations"]
     with pytest.raises(NotFound):
-        await cluster.cordon("nope", "x")
+        await cluster.cordon("nope", "x", "p")
 
 
 async def test_eviction_honours_pdbs_and_skips_daemonsets_mirror_and_finished_pods(
@@ -161,8 +161,8 @@ async def test_changes_are_reported_like_watch_events(harness: Harness) -> None:
     cluster = harness.cluster
     cluster.take_changed()
     cluster.set_condition("gpu-1", "GPUHealthy", "False", "Xid")
-    await cluster.cordon("gpu-2", "f")
-    await cluster.cordon("gpu-2", "f")
+    await cluster.cordon("gpu-2", "f", "p")
+    await cluster.cordon("gpu-2", "f", "p")
     cluster.delete_node("gpu-3")
     assert cluster.take_changed() == {"gpu-1", "gpu-2", "gpu-3"}
     assert cluster.take_changed() == set()

@@ -77,27 +77,41 @@ async def test_cordon_is_idempotent_and_release_keeps_an_admin_cordon(
     api.store.create("nodes", node("n1", taints=[{"key": "other", "effect": "NoExecute"}]))
     cluster = KubernetesCluster(client, NAMESPACE)
 
-    await cluster.cordon("n1", "gpu-xid")
+    await cluster.cordon("n1", "gpu-xid", "gpu-default")
     await cluster.protect_from_consolidation("n1", True)
     before = writes(api, "nodes")
-    await cluster.cordon("n1", "gpu-xid")
+    await cluster.cordon("n1", "gpu-xid", "gpu-default")
     assert writes(api, "nodes") == before  # already cordoned: nothing written
 
     got = api.store.get("nodes", "n1")
     assert got["spec"]["unschedulable"] is True
     assert {"key": QUARANTINE, "value": "gpu-xid", "effect": "NoSchedule"} in got["spec"]["taints"]
     assert got["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    # The node's own record of the cordon (D14): whose it is, and that we flipped it.
+    assert got["metadata"]["annotations"]["remediation.gpuops.io/quarantined-by"] == "gpu-default"
+    assert got["metadata"]["annotations"]["remediation.gpuops.io/uncordon-on-release"] == "true"
 
     await cluster.release("n1", uncordon=False)
     got = api.store.get("nodes", "n1")
     assert got["spec"]["unschedulable"] is True
     assert got["spec"]["taints"] == [{"key": "other", "effect": "NoExecute"}]
-    assert "karpenter.sh/do-not-disrupt" not in (got["metadata"].get("annotations") or {})
+    annotations = got["metadata"].get("annotations") or {}
+    assert "karpenter.sh/do-not-disrupt" not in annotations
+    assert not [k for k in annotations if k.startswith("remediation.gpuops.io/")]
 
     await cluster.release("n1", uncordon=True)
     assert not api.store.get("nodes", "n1")["spec"].get("unschedulable")
+
+    # An administrator's cordon first: ours adds the taint and says whose it is, but not that
+    # it may uncordon.
+    api.store.create("nodes", node("n2"))
+    api.store.patch("nodes", "n2", {"spec": {"unschedulable": True}})
+    await cluster.cordon("n2", "gpu-xid", "gpu-default")
+    annotations = api.store.get("nodes", "n2")["metadata"]["annotations"]
+    assert annotations["remediation.gpuops.io/quarantined-by"] == "gpu-default"
+    assert "remediation.gpuops.io/uncordon-on-release" not in annotations
     with pytest.raises(NotFound):
-        await cluster.cordon("missing", "gpu-xid")
+        await cluster.cordon("missing", "gpu-xid", "gpu-default")
 
 
 async def test_drain_skips_daemonset_mirror_and_finished_pods_and_reports_a_pdb(

@@ -21,7 +21,7 @@ def our_taints(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_a_current_copy_saves_the_read(api: ApiServer, client: Client) -> None:
     known = api.store.create("nodes", {"metadata": {"name": "n1"}})
-    await nodes.cordon(client, "n1", "gpu-xid", known)
+    await nodes.cordon(client, "n1", "gpu-xid", "gpu-default", known)
     assert node_requests(api, "get") == 0
     assert node_requests(api, "patch") == 1
     written = api.store.get("nodes", "n1")
@@ -35,7 +35,7 @@ async def test_a_stale_copy_is_refused_then_the_node_is_read_and_nothing_is_lost
     known = api.store.create("nodes", {"metadata": {"name": "n1"}})
     other = {"key": "example.com/maintenance", "effect": "NoExecute"}
     api.store.patch("nodes", "n1", {"spec": {"taints": [other]}})
-    await nodes.cordon(client, "n1", "gpu-xid", known)
+    await nodes.cordon(client, "n1", "gpu-xid", "gpu-default", known)
     assert node_requests(api, "get") == 1  # after the 409 on the stale copy
     written = api.store.get("nodes", "n1")
     assert other in written["spec"]["taints"]  # the concurrent taint survived
