@@ -14,16 +14,28 @@ version than the one it wrote. A watch event older than our own write of the sam
 ignored until the watch catches up. "Older" compares resourceVersions as integers, as
 kube-apiserver's are (etcd revisions); an opaque, non-numeric one is always taken. A stale
 read can only cause a 409 Conflict on the next write, after which the object is re-read.
+
+Nothing cosmetic is written inside a reconcile (the p99 tail in docs/performance.md): `emit`
+only queues its Events (`event_queue`), and a policy status write that changes only the
+summary (counts, headroom) is coalesced to one per second per policy (`coalesced_writes`);
+a write that changes decision state (breakers, the CircuitOpen or Paused condition, the
+observed generation) is made at once, as before. `read_policy_state` returns the newest
+state the engine gave, pending summary included, so the engine does not send it again.
+The runtime runs both background tasks between `start` and `stop`; `stop` flushes them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from remediation_operator.api import breaker_status, remediation_status, timestamps
+from remediation_operator.domain.fleet import BreakerState
 from remediation_operator.domain.planner import PolicySummary
 from remediation_operator.domain.remediation import RemediationState
 from remediation_operator.engine.ports import (
@@ -34,7 +46,10 @@ from remediation_operator.engine.ports import (
     PortError,
     RemediationRecord,
 )
+from remediation_operator.handlers import coalesced_writes
+from remediation_operator.handlers.coalesced_writes import CoalescedWrites
 from remediation_operator.handlers.conditions import set_condition
+from remediation_operator.handlers.event_queue import EventQueue, QueuedEvent
 from remediation_operator.handlers.port_errors import mapped
 from remediation_operator.k8s import names, records
 from remediation_operator.k8s.client import ApiError, Client
@@ -72,6 +87,47 @@ def _time(moment: datetime) -> str:
     return timestamps.format_time(moment)
 
 
+STOP_DEADLINE = 2.0
+"""Seconds a clean stop waits for queued Events and pending status writes."""
+
+
+@dataclass(frozen=True)
+class _Decisive:
+    """The parts of a policy status that are written at once: the breakers (read back by the
+    next plan and after a restart), the conditions derived from them and from `paused`, and
+    the generation they were computed for."""
+
+    generation: int | None
+    breakers: Mapping[str, BreakerState]
+    paused: bool
+
+
+def _decisive(generation: int | None, state: PolicyState) -> _Decisive:
+    paused = state.summary is not None and state.summary.paused
+    return _Decisive(generation, dict(state.breakers), paused)
+
+
+def _paused_condition(status: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Paused" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _observed_generation(status: Mapping[str, Any]) -> int | None:
+    value = status.get("observedGeneration")
+    return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True)
+class _StatusWrite:
+    """A policy status write left for later (only its summary differs from the API's)."""
+
+    generation: int
+    state: PolicyState
+    now: datetime
+
+
 def _summary_status(summary: PolicySummary) -> dict[str, Any]:
     return {
         "observed": summary.observed,
@@ -85,16 +141,31 @@ class KubernetesRecords:
     def __init__(
         self,
         client: Client,
-        events: EventRecorder,
+        events: EventRecorder | EventQueue,
         node_uid: Callable[[str], str | None] = lambda _: None,
         log: Any = None,
+        *,
+        leading: Callable[[], bool] = lambda: True,
+        status_interval: float = coalesced_writes.INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = log if log is not None else logs.get("remediation_operator.records")
         self._client = client
-        self._events = events
+        self.events = events if isinstance(events, EventQueue) else EventQueue(events)
+        """Events waiting to be posted: `len()` is the queue length, `.dropped` a counter."""
+        self.status_writes: CoalescedWrites[_StatusWrite] = CoalescedWrites(
+            self._write_later, interval=status_interval, clock=clock, log=self._log
+        )
+        """Summary-only policy status writes waiting: `len()`, `.failures`."""
+        self._leading = leading
+        """Background status writes are dropped once this replica stops leading."""
+        self._tasks: list[asyncio.Task[None]] = []
         self._node_uid = node_uid
         self._uids: dict[str, str] = {}
         self._summaries: dict[str, PolicySummary] = {}
+        """The newest summary the engine gave per policy, written or still pending."""
+        self._durable: dict[str, _Decisive] = {}
+        """Per policy, the decisive parts of its status as last read or written."""
         self.synced = False
         """Set by the runtime once its first full list went through `observe`; until then
         every read goes to the API."""
@@ -108,6 +179,40 @@ class KubernetesRecords:
         self._policy_bodies: dict[str, dict[str, Any]] = {}
         """Each policy as our last status write returned it."""
         """Breakers as we last read or wrote them, with that write's resourceVersion."""
+
+    # Background tasks ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start posting queued Events and writing coalesced policy status (idempotent)."""
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self.events.run(), name="events"),
+                asyncio.create_task(self.status_writes.run(), name="policy-status-writes"),
+            ]
+
+    async def flush(self) -> None:
+        """Write every pending policy status now, and wait until the queued Events are posted
+        (the latter only while started)."""
+        await self.status_writes.flush()
+        if self._tasks:
+            await self.events.drain()
+
+    async def stop(self, deadline: float = STOP_DEADLINE) -> None:
+        """Flush within `deadline` seconds, then stop the background tasks."""
+        try:
+            await asyncio.wait_for(self.flush(), deadline)
+        except TimeoutError:
+            self._log.warning(
+                "records_flush_incomplete",
+                events=len(self.events),
+                policy_status_writes=len(self.status_writes),
+            )
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     # Watched state ---------------------------------------------------------------------------
 
@@ -134,6 +239,9 @@ class KubernetesRecords:
             self._policy_versions.pop(name, None)
             self._policy_states.pop(name, None)
             self._policy_bodies.pop(name, None)
+            self._durable.pop(name, None)
+            self._summaries.pop(name, None)
+            self.status_writes.discard(name)
         elif name:
             self._policy_versions[name] = _version(body)
 
@@ -229,6 +337,10 @@ class KubernetesRecords:
                 body = await records.get_policy(self._client, policy)
             breakers = self._breakers(policy, body)
             self._policy_states[policy] = (_version(body), PolicyState(breakers=breakers))
+            status = body.get("status") or {}
+            self._durable[policy] = _Decisive(
+                _observed_generation(status), breakers, _paused_condition(status)
+            )
         return PolicyState(breakers=breakers, summary=self._summaries.get(policy))
 
     def _breakers(self, policy: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -239,6 +351,30 @@ class KubernetesRecords:
             return {}
 
     async def write_policy_state(
+        self, policy: str, generation: int, state: PolicyState, now: datetime
+    ) -> None:
+        """At once when a decisive part changes (errors propagate); else left for later."""
+        if self._durable.get(policy) == _decisive(generation, state):
+            if state.summary is not None:
+                self._summaries[policy] = state.summary
+            self.status_writes.later(policy, _StatusWrite(generation, state, now))
+            return
+        await self.status_writes.at_once(
+            policy, lambda: self._write_state(policy, generation, state, now)
+        )
+        if state.summary is not None:
+            self._summaries[policy] = state.summary
+
+    async def _write_later(self, policy: str, write: _StatusWrite) -> None:
+        """A coalesced write: dropped when no longer leading (the new leader writes its own)
+        or when the policy is gone; other errors propagate and it is retried."""
+        if not self._leading():
+            self._summaries.pop(policy, None)  # not written: send it again if we lead again
+            return
+        with contextlib.suppress(NotFound):
+            await self._write_state(policy, write.generation, write.state, write.now)
+
+    async def _write_state(
         self, policy: str, generation: int, state: PolicyState, now: datetime
     ) -> None:
         def change(status: dict[str, Any]) -> dict[str, Any] | None:
@@ -283,8 +419,7 @@ class KubernetesRecords:
             written = await self._write_policy_status(policy, change)
         self._policy_bodies[policy] = written
         self._policy_states[policy] = (_version(written), state)
-        if state.summary is not None:
-            self._summaries[policy] = state.summary
+        self._durable[policy] = _decisive(generation, state)
 
     async def _write_policy_status(
         self, policy: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -307,6 +442,13 @@ class KubernetesRecords:
         return await records.update_policy_status(self._client, policy, change)
 
     async def emit(self, explanation: Explanation) -> None:
+        """Queue the Events; returns at once (`event_queue` posts them in order).
+
+        The involved objects' uids are taken now, not when posted: a Node deleted and
+        re-created under the same name in between must not get the old node's Event, and the
+        Remediation's uid is known here already (from its create response, which precedes
+        the announcement).
+        """
         kind = "Warning" if str(explanation.severity) == "Warning" else "Normal"
         targets: list[ObjectRef] = []
         if explanation.node:
@@ -325,7 +467,14 @@ class KubernetesRecords:
         if not explanation.node and not explanation.remediation:
             targets.append(ObjectRef("RemediationPolicy", explanation.policy, names.GROUP_VERSION))
         for target in targets:
-            async with mapped():
-                await self._events.record(
-                    target, str(explanation.reason), explanation.message, kind, explanation.at
+            self.events.put(
+                QueuedEvent(
+                    target,
+                    str(explanation.reason),
+                    explanation.message,
+                    kind,
+                    explanation.at,
+                    policy=explanation.policy,
+                    node=explanation.node,
                 )
+            )

@@ -81,8 +81,18 @@ class Runtime:
             on_change=self._leadership,
             log=self.log,
         )
+        # Events and summary-only policy status writes go out in the background (p99 tail).
         self.records = KubernetesRecords(
-            client, EventRecorder(client, settings.identity), node_uid=self.nodes.uid
+            client,
+            EventRecorder(client, settings.identity),
+            node_uid=self.nodes.uid,
+            leading=lambda: self.elector.leading,
+        )
+        events, status_writes = self.records.events, self.records.status_writes
+        metrics.background_writes(
+            events_queued=lambda: len(events),
+            events_lost=lambda: {"queue_full": events.dropped, "refused": events.given_up},
+            status_pending=lambda: len(status_writes),
         )
         self.ports = Ports(
             cluster=KubernetesCluster(
@@ -118,6 +128,7 @@ class Runtime:
         return self.synced and self.elector.leading
 
     async def start(self) -> None:
+        self.records.start()
         self._spawn("leader-election", self.elector.run())
         self._spawn("retention", self.janitor.run())
         self._spawn("node-watch", self.node_watch.run())
@@ -135,6 +146,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        await self.records.stop()  # queued Events, pending status writes: still as leader
         await self.drains.close()
         await self.elector.release()
         self.metrics.leadership(False)

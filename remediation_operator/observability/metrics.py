@@ -9,10 +9,12 @@ no longer applies drops back to zero instead of lingering.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 PREFIX = "gpuops_remediation_"
 
@@ -170,3 +172,45 @@ class Metrics:
 
     def leadership(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)
+
+    # Background writers (read when scraped) ------------------------------------------------
+
+    def background_writes(
+        self,
+        events_queued: Callable[[], int],
+        events_lost: Callable[[], Mapping[str, int]],
+        status_pending: Callable[[], int],
+    ) -> None:
+        """Expose the Event queue and the coalesced policy-status writes, read at scrape time.
+
+        `events_lost`: cumulative counts by why (`queue_full`, `refused`), kept by the queue.
+        """
+        Gauge(
+            PREFIX + "events_queued",
+            "Kubernetes Events decided but not posted yet.",
+            registry=self.registry,
+        ).set_function(lambda: float(events_queued()))
+        Gauge(
+            PREFIX + "policy_status_writes_pending",
+            "Policies whose summary-only status write waits for its once-a-second slot.",
+            registry=self.registry,
+        ).set_function(lambda: float(status_pending()))
+        self.registry.register(_LostEvents(events_lost))
+
+
+class _LostEvents(Collector):
+    """`events_lost_total{why}` from the queue's own counters (a Counter cannot be set)."""
+
+    def __init__(self, read: Callable[[], Mapping[str, int]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            PREFIX + "events_lost",
+            "Events never posted: dropped from a full queue, or refused by the API.",
+            labels=["why"],
+        )
+        lost = self._read()
+        for why in ("queue_full", "refused"):
+            family.add_metric([why], float(lost.get(why, 0)))
+        yield family

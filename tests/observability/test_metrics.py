@@ -95,3 +95,23 @@ def test_two_metrics_objects_do_not_share_numbers() -> None:
     one.leadership(True)
     assert value(one, "gpuops_remediation_leader") == 1
     assert value(two, "gpuops_remediation_leader") == 0
+
+
+def test_background_writers_are_read_when_scraped() -> None:
+    metrics = Metrics()
+    queue = {"queued": 3, "queue_full": 0, "refused": 1, "pending": 2}
+    metrics.background_writes(
+        events_queued=lambda: queue["queued"],
+        events_lost=lambda: {"queue_full": queue["queue_full"], "refused": queue["refused"]},
+        status_pending=lambda: queue["pending"],
+    )
+    assert value(metrics, "gpuops_remediation_events_queued") == 3
+    assert value(metrics, "gpuops_remediation_policy_status_writes_pending") == 2
+    assert value(metrics, "gpuops_remediation_events_lost_total", why="refused") == 1
+
+    queue.update(queued=0, queue_full=7, pending=0)
+
+    assert value(metrics, "gpuops_remediation_events_queued") == 0
+    assert value(metrics, "gpuops_remediation_events_lost_total", why="queue_full") == 7
+    text = metrics.render().decode()
+    assert "# TYPE gpuops_remediation_events_lost_total counter" in text
