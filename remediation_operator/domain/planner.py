@@ -412,15 +412,21 @@ class _Planner:
         self.counts: dict[Budget, int] = defaultdict(int)
         for action in self.counted.values():
             self._tally(action, +1)
-        # The small-pool exception's slot: the oldest active Remediation of each group.
+        # The small-pool exception's slot: the oldest active Remediation of each group (only
+        # the breaker reads it; one pass, as this runs on every reconcile).
         self.slot: dict[str, str] = {}
-        ordered = sorted(self.snapshot.active.values(), key=lambda s: (s.started_at, s.name))
-        for state in ordered:
+        config = self.policy.circuit_breaker
+        if config is None:
+            return
+        oldest: dict[str, tuple[datetime, str]] = {}
+        for state in self.snapshot.active.values():
             node = self.snapshot.nodes.get(state.node)
-            if node is not None:
-                self.slot.setdefault(
-                    breaker.group_of(node, self.policy.circuit_breaker), state.node
-                )
+            if node is None:
+                continue
+            group, key = breaker.group_of(node, config), (state.started_at, state.name)
+            if group not in oldest or key < oldest[group]:
+                oldest[group] = key
+                self.slot[group] = state.node
 
     def _tally(self, action: Action | None, delta: int) -> None:
         """Count a node under every budget its action falls in (None: NotReady, all of them)."""

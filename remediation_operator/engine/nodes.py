@@ -9,6 +9,7 @@ doing any work; it looks only at the fields a decision can depend on.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -50,6 +51,8 @@ def parse_time(value: object) -> datetime | None:
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
+    if type(value) is dict:  # what JSON gives: skip the slower abstract-class check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -126,26 +129,119 @@ def to_view(node: Mapping[str, Any]) -> NodeView:
     )
 
 
-def _condition_facts(
+class Change(enum.Enum):
+    """What a Node update means to the operator (`classify`)."""
+
+    RELEVANT = "relevant"
+    """It could alter a decision: plan for the node."""
+    VIEW = "view"
+    """No decision changes, but the node's view does (a heartbeat, a message): rebuild it before
+    the next plan reads it."""
+    UNSEEN = "unseen"
+    """Only conditions no policy watches (nor Ready) changed, or parts of the status `to_view`
+    does not read (capacity, images, addresses...), or nothing but the object's version: no
+    plan reads what changed, so the view may stay as it is until the set of watched conditions
+    changes. (Metadata, spec and nodeInfo are compared whole: `to_view` may read any of them.
+    If it ever reads another part of the status, compare that part here too.)"""
+
+
+_UNTRACKED_METADATA = frozenset({"resourceVersion", "managedFields"})
+"""Metadata that every write changes and that nothing reads."""
+_ZERO = timedelta(0)
+
+
+def _watched_conditions(
     node: Mapping[str, Any], watched: Collection[str]
-) -> dict[str, tuple[object, object, datetime | None]]:
-    status = _mapping(node.get("status"))
-    raw = status.get("conditions")
-    facts: dict[str, tuple[object, object, datetime | None]] = {}
+) -> dict[str, Mapping[str, Any]]:
+    """The raw Ready and watched conditions by type (the first of a type, as `to_view` reads)."""
+    raw = _mapping(node.get("status")).get("conditions")
+    found: dict[str, Mapping[str, Any]] = {}
     if not isinstance(raw, list):
-        return facts
+        return found
     for item in raw:
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             continue
         type_ = item.get("type")
-        if isinstance(type_, str) and (type_ == READY or type_ in watched) and type_ not in facts:
-            heartbeat = parse_time(item.get("lastHeartbeatTime"))
-            facts[type_] = (item.get("status"), item.get("reason"), heartbeat)
-    return facts
+        if isinstance(type_, str) and (type_ == READY or type_ in watched) and type_ not in found:
+            found[type_] = item
+    return found
 
 
-def _taints(node: Mapping[str, Any]) -> object:
-    return _mapping(node.get("spec")).get("taints")
+def _equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
+    """The two mappings hold the same keys, and the same values outside `skip`."""
+    if old.keys() != new.keys():
+        return False
+    return all(key in skip or old[key] == value for key, value in new.items())
+
+
+def _beat_ends_staleness(
+    old: Mapping[str, Any], new: Mapping[str, Any], stale_after: timedelta
+) -> bool:
+    """The heartbeat appeared, or advanced by more than `stale_after`. The raw strings are
+    compared first: timestamps are parsed only when the heartbeat actually moved."""
+    text, old_text = new.get("lastHeartbeatTime"), old.get("lastHeartbeatTime")
+    if text == old_text and stale_after >= _ZERO:
+        return False  # the same instant (or both unreadable): it advanced by nothing
+    heartbeat = parse_time(text)
+    if heartbeat is None:
+        return False
+    old_heartbeat = parse_time(old_text)
+    return old_heartbeat is None or heartbeat - old_heartbeat > stale_after
+
+
+def classify(
+    old: Mapping[str, Any] | None,
+    new: Mapping[str, Any] | None,
+    watched_condition_types: Collection[str],
+    stale_after: timedelta | None = None,
+) -> Change:
+    """What this Node update means: see `is_relevant_change` for RELEVANT, `Change` for the rest.
+
+    Called on every watch event, so it compares raw values and parses no timestamp unless a
+    policy sets `staleAfter` and a watched heartbeat moved.
+    """
+    if old is None or new is None:
+        return Change.RELEVANT if old is not new else Change.UNSEEN
+    old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
+    if old_meta.get("labels") != new_meta.get("labels"):
+        return Change.RELEVANT
+    if _mapping(old_meta.get("annotations")).get(AGENT_ACK_ANNOTATION) != _mapping(
+        new_meta.get("annotations")
+    ).get(AGENT_ACK_ANNOTATION):
+        return Change.RELEVANT
+    old_spec, new_spec = _mapping(old.get("spec")), _mapping(new.get("spec"))
+    if (old_spec.get("unschedulable") is True) != (new_spec.get("unschedulable") is True):
+        return Change.RELEVANT
+    if old_spec.get("taints") != new_spec.get("taints"):
+        return Change.RELEVANT
+    old_status, new_status = _mapping(old.get("status")), _mapping(new.get("status"))
+    old_info, new_info = _mapping(old_status.get("nodeInfo")), _mapping(new_status.get("nodeInfo"))
+    if old_info.get("bootID") != new_info.get("bootID"):
+        return Change.RELEVANT
+    old_conditions = _watched_conditions(old, watched_condition_types)
+    new_conditions = _watched_conditions(new, watched_condition_types)
+    if old_conditions.keys() != new_conditions.keys():
+        return Change.RELEVANT
+    seen = True
+    for type_, condition in new_conditions.items():
+        before = old_conditions[type_]
+        if condition.get("status") != before.get("status"):
+            return Change.RELEVANT
+        if condition.get("reason") != before.get("reason"):
+            return Change.RELEVANT
+        if stale_after is not None and _beat_ends_staleness(before, condition, stale_after):
+            return Change.RELEVANT
+        if seen and condition != before:
+            seen = False  # a heartbeat, message or transition time: the view changes
+    if (
+        seen
+        and list(old_conditions) == list(new_conditions)  # the planner reads them in order
+        and old_spec == new_spec
+        and old_info == new_info
+        and _equal_except(old_meta, new_meta, _UNTRACKED_METADATA)
+    ):
+        return Change.UNSEEN
+    return Change.VIEW
 
 
 def is_relevant_change(
@@ -163,34 +259,4 @@ def is_relevant_change(
     `staleAfter` of the policies; None: heartbeats alone are never relevant). Becoming stale
     needs no event: the planner wakes itself at that deadline.
     """
-    if old is None or new is None:
-        return old is not new
-    old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
-    if old_meta.get("labels") != new_meta.get("labels"):
-        return True
-    if _mapping(old_meta.get("annotations")).get(AGENT_ACK_ANNOTATION) != _mapping(
-        new_meta.get("annotations")
-    ).get(AGENT_ACK_ANNOTATION):
-        return True
-    old_spec, new_spec = _mapping(old.get("spec")), _mapping(new.get("spec"))
-    if (old_spec.get("unschedulable") is True) != (new_spec.get("unschedulable") is True):
-        return True
-    if _taints(old) != _taints(new):
-        return True
-    old_info = _mapping(_mapping(old.get("status")).get("nodeInfo"))
-    new_info = _mapping(_mapping(new.get("status")).get("nodeInfo"))
-    if old_info.get("bootID") != new_info.get("bootID"):
-        return True
-    old_facts = _condition_facts(old, watched_condition_types)
-    new_facts = _condition_facts(new, watched_condition_types)
-    if old_facts.keys() != new_facts.keys():
-        return True
-    for type_, (status, reason, heartbeat) in new_facts.items():
-        old_status, old_reason, old_heartbeat = old_facts[type_]
-        if status != old_status or reason != old_reason:
-            return True
-        if stale_after is None or heartbeat is None:
-            continue
-        if old_heartbeat is None or heartbeat - old_heartbeat > stale_after:
-            return True
-    return False
+    return classify(old, new, watched_condition_types, stale_after) is Change.RELEVANT

@@ -168,13 +168,19 @@ def not_ready_elsewhere(
     return frozenset(n for n, v in selected.items() if n not in active and node_index.not_ready(v))
 
 
+_ACTIONS_BY_LOWER = {a.value.lower(): a for a in Action}
+_NO_APPROVALS: frozenset[Action] = frozenset()
+
+
 def approvals(annotations: Mapping[str, str]) -> frozenset[Action]:
     """Actions approved by the `remediation.gpuops.io/approve` annotation (unknown words are
-    ignored; matching is case-insensitive, so `replace` approves Replace)."""
-    raw = annotations.get(APPROVE_ANNOTATION, "")
-    by_lower = {a.value.lower(): a for a in Action}
+    ignored; matching is case-insensitive, so `replace` approves Replace). Called for every
+    active Remediation on every reconcile: the common case (no annotation) is one lookup."""
+    raw = annotations.get(APPROVE_ANNOTATION)
+    if not raw:
+        return _NO_APPROVALS
     words = (w.strip().lower() for w in raw.split(","))
-    return frozenset(by_lower[w] for w in words if w in by_lower)
+    return frozenset(_ACTIONS_BY_LOWER[w] for w in words if w in _ACTIONS_BY_LOWER)
 
 
 def in_progress(state: RemediationState) -> bool:

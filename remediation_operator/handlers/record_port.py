@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -77,6 +77,10 @@ def _older(version: str, than: str) -> bool:
 
 def _version(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _policy_of(body: Mapping[str, Any]) -> str:
+    return str((body.get("spec") or {}).get("policyName") or "")
 
 
 def _name(body: Mapping[str, Any]) -> str:
@@ -173,6 +177,13 @@ class KubernetesRecords:
         self._written: dict[str, str] = {}
         """Remediations we wrote: the resourceVersion the watch has not delivered yet."""
         self._parsed: dict[str, tuple[str, RemediationRecord | None]] = {}
+        self._listed: dict[str, dict[str, RemediationRecord]] = {}
+        """Per policy, its Remediations by name as last listed. Every reconcile lists them;
+        at hundreds of open incidents a rebuild per reconcile was a large part of a fault's
+        time before its cordon (docs/performance.md), so only changed ones are re-read."""
+        self._unlisted: dict[str, set[str]] = {}
+        """Per listed policy, names changed (or gone) since its listing was last brought up
+        to date."""
         self._policy_versions: dict[str, str] = {}
         """The newest resourceVersion of each policy seen on the watch."""
         self._policy_states: dict[str, tuple[str, PolicyState]] = {}
@@ -222,7 +233,7 @@ class KubernetesRecords:
         if not name:
             return
         if kind == "DELETED":
-            self._bodies.pop(name, None)
+            self._forget_listing(self._bodies.pop(name, None))
             self._written.pop(name, None)
             self._parsed.pop(name, None)
             return
@@ -231,7 +242,19 @@ class KubernetesRecords:
             if _older(version, ours):
                 return  # the watch has not caught up with our own write yet
             del self._written[name]
+        self._store(name, body)
+
+    def _store(self, name: str, body: Mapping[str, Any]) -> None:
+        self._forget_listing(self._bodies.get(name))
+        self._forget_listing(body)
         self._bodies[name] = body
+
+    def _forget_listing(self, body: Mapping[str, Any] | None) -> None:
+        """Mark `body`'s entry in its policy's listing as needing a re-read."""
+        if body is not None:
+            policy = _policy_of(body)
+            if policy in self._listed:
+                self._unlisted.setdefault(policy, set()).add(_name(body))
 
     def observe_policy(self, kind: str | None, body: Mapping[str, Any]) -> None:
         name = _name(body)
@@ -248,7 +271,7 @@ class KubernetesRecords:
     def _wrote(self, body: dict[str, Any]) -> None:
         name = _name(body)
         if name:
-            self._bodies[name] = body
+            self._store(name, body)
             self._written[name] = _version(body)
 
     def _remember(self, body: dict[str, Any]) -> RemediationRecord:
@@ -271,20 +294,31 @@ class KubernetesRecords:
     async def list_remediations(self, policy: str) -> Sequence[RemediationRecord]:
         if not self.synced:
             async with mapped():
-                listed = await records.list_remediations(self._client)
-            mine = (b for b in listed if (b.get("spec") or {}).get("policyName") == policy)
+                bodies = await records.list_remediations(self._client)
+            mine = (b for b in bodies if (b.get("spec") or {}).get("policyName") == policy)
             return [r for r in map(self._read, mine) if r is not None]
-        out: list[RemediationRecord] = []
-        for name, body in self._bodies.items():
-            if (body.get("spec") or {}).get("policyName") != policy:
-                continue
-            version = _version(body)
-            parsed = self._parsed.get(name)
-            if parsed is None or parsed[0] != version:
-                parsed = self._parsed[name] = (version, self._read(dict(body)))
-            if parsed[1] is not None:
-                out.append(parsed[1])
-        return out
+        listing = self._listed.get(policy)
+        if listing is None:
+            listing = self._listed[policy] = {}
+            changed: Iterable[str] = [n for n, b in self._bodies.items() if _policy_of(b) == policy]
+        else:
+            changed = self._unlisted.pop(policy, ())
+        for name in changed:
+            body = self._bodies.get(name)
+            record = None if body is None or _policy_of(body) != policy else self._parse(name, body)
+            if record is None:
+                listing.pop(name, None)
+            else:
+                listing[name] = record
+        return list(listing.values())
+
+    def _parse(self, name: str, body: Mapping[str, Any]) -> RemediationRecord | None:
+        """The record of a stored body, parsed once per resourceVersion."""
+        version = _version(body)
+        parsed = self._parsed.get(name)
+        if parsed is None or parsed[0] != version:
+            parsed = self._parsed[name] = (version, self._read(dict(body)))
+        return parsed[1]
 
     async def get_remediation(self, name: str) -> RemediationRecord:
         async with mapped():

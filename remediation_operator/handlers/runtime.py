@@ -50,6 +50,25 @@ class Settings:
     job_templates: Mapping[Action, Mapping[str, Any]]
 
 
+def _concerns(
+    policy: Policy | None, before: Mapping[str, Any] | None, after: Mapping[str, Any]
+) -> bool:
+    """Could this Node change matter to `policy`: it selects the node, or did before the change
+    (its Remediation there must then close). A policy whose selector does not match the node
+    is not woken at all: with one policy per GPU pool, a fault wakes one worker, not all."""
+    if policy is None:
+        return True
+    selector = policy.node_selector
+    return selector.matches(_labels(after)) or (
+        before is not None and selector.matches(_labels(before))
+    )
+
+
+def _labels(body: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = (body.get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -209,15 +228,17 @@ class Runtime:
         name = str((body.get("metadata") or {}).get("name") or "")
         if not name:
             return
+        before = self.nodes.body(name)
         relevant = self.nodes.remove(name) if kind == "DELETED" else self.nodes.update(body)
         if not relevant:
             return
         self._first_seen.setdefault(name, _now())
         if not self.synced:
             return  # the first full plan after the initial sync covers it
-        self.metrics.quarantined(self.nodes.quarantined())
         for worker in self.workers.values():
-            worker.touch((name,))
+            if kind == "DELETED" or _concerns(worker.policy, before, body):
+                worker.touch((name,))
+        self.metrics.quarantined(self.nodes.quarantined())
 
     def policy_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
         name = str((body.get("metadata") or {}).get("name") or "")

@@ -125,11 +125,48 @@ async def test_a_leader_that_cannot_renew_steps_down_before_its_lease_expires(
     a = Elector(a_client, namespace="ops", name="lock", identity="a", timings=FAST, clock=clock)
     try:
         assert await a.try_once() is True
-        api.faults.error(500, times=None, verb="get", resource="leases")
+        api.faults.error(500, times=None, resource="leases")
         clock.now += timedelta(seconds=9)
         assert await a.try_once() is True  # within renewDeadline: still leading
         clock.now += timedelta(seconds=1)
         assert await a.try_once() is False  # 10 s without a renewal: stop acting
         assert a.leading is False
+    finally:
+        await a_client.close()
+
+
+async def test_a_leader_renews_with_one_write_and_reads_only_when_someone_else_wrote(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """client-go's optimistic renewal (kubernetes/kubernetes#122069): no GET per renewal."""
+    clock = Clock()
+    a_client = await client_for(api, tmp_path, "a")
+    a = Elector(a_client, namespace="ops", name="lock", identity="a", timings=FAST, clock=clock)
+
+    def lease_calls(verb: str) -> int:
+        return sum(1 for e in api.request_log if e.resource == "leases" and e.verb == verb)
+
+    try:
+        assert await a.try_once() is True
+        gets, updates = lease_calls("get"), lease_calls("update")
+        for _ in range(5):
+            clock.now += FAST.retry_period
+            assert await a.try_once() is True
+        assert lease_calls("get") == gets, "renewals read nothing"
+        assert lease_calls("update") == updates + 5
+        renewed = api.store.get("leases", "lock", "ops")["spec"]["renewTime"]
+        assert renewed == leader.micro_time(clock.now)
+
+        # Someone else writes the Lease (a peer taking over an expired one, say): our
+        # optimistic write gets 409, and we read and decide, which here means stepping down.
+        lease = api.store.get("leases", "lock", "ops")
+        lease["spec"]["holderIdentity"] = "b"
+        lease["spec"]["renewTime"] = leader.micro_time(clock.now)
+        api.store.replace("leases", "lock", lease, "ops")
+        clock.now += FAST.retry_period
+        assert await a.try_once() is False
+        assert a.leading is False
+        assert lease_calls("get") == gets + 1, "the conflict took the slow path once"
+        assert a.slow_paths == 2  # the first acquisition, and this one
     finally:
         await a_client.close()
