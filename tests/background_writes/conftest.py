@@ -10,34 +10,13 @@ hand; the Event poster's backoff sleeps are recorded, not slept; waiting for the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.k8s.client import Client
+from tests.emulated_api import api, client
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[ApiServer]:
-    async with apiserver.serve() as server:
-        for crd in sorted((ROOT / "crds").glob("*.yaml")):
-            server.store.create("customresourcedefinitions", yaml.safe_load(crd.read_text()))
-        yield server
-
-
-@pytest.fixture
-async def client(api: ApiServer, tmp_path: Path) -> AsyncIterator[Client]:
-    config = api.write_kubeconfig(tmp_path / "kubeconfig", user="operator")
-    connected = await Client.from_environment(str(config))
-    yield connected
-    await connected.close()
+__all__ = ["api", "client"]
 
 
 class ManualClock:

@@ -16,24 +16,10 @@ from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.k8s.client import Client
 from remediation_operator.k8s.events import EventRecorder
 from tests.background_writes.conftest import ManualClock, RecordedLog
+from tests.emulated_api import CORDON_POLICY
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
-POLICY: dict[str, Any] = {
-    "apiVersion": "remediation.gpuops.io/v1alpha1",
-    "kind": "RemediationPolicy",
-    "metadata": {"name": "gpu"},
-    "spec": {
-        "nodeSelector": {},
-        "faults": [
-            {
-                "name": "gpu-xid",
-                "match": [{"type": "GPU", "status": "False"}],
-                "ladder": [{"action": "Cordon"}],
-            }
-        ],
-    },
-}
 OPEN = {"": BreakerState(open=True, opened_at=NOW)}
 
 
@@ -85,7 +71,7 @@ async def records(
         client, EventRecorder(client, "operator"), log=log, leading=leading, clock=clock
     )
     port.synced = True
-    port.observe_policy("ADDED", api.store.create("remediationpolicies", POLICY))
+    port.observe_policy("ADDED", api.store.create("remediationpolicies", CORDON_POLICY))
     # As a reconcile does: read, then write what the first plan found (a new generation).
     stored = await port.read_policy_state("gpu")
     await port.write_policy_state("gpu", 1, PolicyState(stored.breakers, summary(0)), NOW)

@@ -15,25 +15,9 @@ from remediation_operator.engine.ports import Conflict, PolicyState
 from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.k8s.client import Client
 from remediation_operator.k8s.events import EventRecorder
+from tests.emulated_api import CORDON_POLICY
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-POLICY: dict[str, Any] = {
-    "apiVersion": "remediation.gpuops.io/v1alpha1",
-    "kind": "RemediationPolicy",
-    "metadata": {"name": "gpu"},
-    "spec": {
-        "nodeSelector": {},
-        "faults": [
-            {
-                "name": "gpu-xid",
-                "match": [{"type": "GPU", "status": "False"}],
-                "ladder": [{"action": "Cordon"}],
-            }
-        ],
-    },
-}
 
 
 def state(name: str = "n1-1", node: str = "n1", **changes: Any) -> RemediationState:
@@ -118,7 +102,7 @@ async def test_a_conflict_rereads_the_object_so_the_replan_is_current(
 async def test_breakers_are_read_once_then_from_our_own_writes_until_someone_else_writes(
     api: ApiServer, records: KubernetesRecords
 ) -> None:
-    body = api.store.create("remediationpolicies", POLICY)
+    body = api.store.create("remediationpolicies", CORDON_POLICY)
     records.observe_policy("ADDED", body)
     first = await records.read_policy_state("gpu")
     await records.write_policy_state("gpu", 1, first, NOW)
@@ -137,7 +121,7 @@ async def test_breakers_are_read_once_then_from_our_own_writes_until_someone_els
 async def test_a_status_write_starts_from_our_last_write_and_survives_a_concurrent_one(
     api: ApiServer, records: KubernetesRecords
 ) -> None:
-    body = api.store.create("remediationpolicies", POLICY)
+    body = api.store.create("remediationpolicies", CORDON_POLICY)
     records.observe_policy("ADDED", body)
     await records.write_policy_state("gpu", 1, PolicyState(), NOW)
     gets = reads(api, "remediationpolicies")
