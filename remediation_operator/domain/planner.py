@@ -608,6 +608,22 @@ class _Planner:
             repeat_offender=history is not None,
         )
         self._announce(state, Reason.FaultDetected, message)
+        if node.quarantined and node.quarantined_by == policy.name and not node.unschedulable:
+            # Our taint goes on only with our cordon, so a schedulable node carrying it was
+            # uncordoned after a cordon of ours that no Remediation recorded (D14). The
+            # administrator's uncordon stands (D12); recording the incident as cancelled keeps
+            # `_admin_said_stop` from reopening it until the fault changes.
+            self._close(
+                state,
+                Phase.Cancelled,
+                Reason.AdminUncordoned,
+                "An administrator uncordoned the node after a cordon of ours that no"
+                " Remediation had recorded yet; this incident is cancelled and the node is left"
+                " alone.",
+                release=not self.dry_run,
+                uncordon=False,
+            )
+            return
         if history is not None:
             self._announce(state, Reason.RepeatOffender, history, Severity.Warning)
         self._finish(self._progress(state, node, fault, found))

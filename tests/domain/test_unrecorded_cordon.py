@@ -111,3 +111,22 @@ def test_a_view_that_may_predate_our_own_release_is_judged_after_the_grace() -> 
 
     late = plan(marked(), finished=(ended,), at_=planner.UNRECORDED_GRACE)
     assert Release("gpu-1", uncordon=True) in late.effects
+
+
+def test_an_administrators_uncordon_of_an_unrecorded_cordon_is_honoured() -> None:
+    """Our cordon, then a crash before its record, then `kubectl uncordon`: the incident is
+    recorded as cancelled (not reopened and cordoned again), our taint comes off, and the
+    next plan, with the fault unchanged, stays out."""
+    uncordoned = replace(marked(faulty=True), unschedulable=False)
+
+    result = plan(uncordoned)
+
+    (closed,) = result.remediations
+    assert (closed.phase, closed.reason) == (Phase.Cancelled, Reason.AdminUncordoned)
+    assert Release("gpu-1", uncordon=False) in result.effects
+    assert not any(isinstance(e, Cordon) for e in result.effects)
+
+    released = replace(uncordoned, quarantined=False, quarantined_by="", uncordon_on_release=False)
+    again = plan(released, finished=(closed,), at_=MIN)
+    assert again.remediations == ()
+    assert again.reasons["gpu-1"] is Reason.AdminUncordoned

@@ -283,3 +283,22 @@ async def test_clean_up_runs_before_the_state_that_records_it(harness: Harness) 
     (record,) = cluster.remediations("gpu")
     assert record.state.phase is Phase.Succeeded
     assert cluster.calls[("release", "gpu-0")] == 1
+
+
+async def test_an_uncordon_after_an_unrecorded_cordon_is_the_administrators_to_keep(
+    harness: Harness,
+) -> None:
+    cluster, policy = harness.cluster, simple_policy(faults=(FAST,))
+    await _crash_between_cordon_and_record(harness, policy)
+    cluster.set_unschedulable("gpu-0", False)  # `kubectl uncordon`, fault still there
+
+    await harness.reconcile(policy)
+    harness.clock.advance(timedelta(minutes=1))
+    await harness.reconcile(policy)
+
+    (record,) = cluster.remediations("gpu")
+    assert (record.state.phase, record.state.reason) == (Phase.Cancelled, Reason.AdminUncordoned)
+    view = cluster.views()["gpu-0"]
+    assert not view.unschedulable, "not cordoned again"
+    assert not view.quarantined
+    assert cluster.calls[("cordon", "gpu-0")] == 1
