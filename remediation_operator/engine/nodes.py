@@ -110,6 +110,11 @@ def name_of(node: Mapping[str, Any]) -> str:
     return _text(_mapping(node.get("metadata")).get("name"))
 
 
+def labels_of(node: Mapping[str, Any]) -> dict[str, str]:
+    """metadata.labels (string keys and values only), {} when the object has none."""
+    return _labels(_mapping(node.get("metadata")))
+
+
 def to_view(node: Mapping[str, Any]) -> NodeView:
     """Reduce a Node object to the planner's NodeView; never raises on odd content."""
     metadata = _mapping(node.get("metadata"))

@@ -511,7 +511,10 @@ class _Run:
         for effect in (e for e in effects if _is_cleanup(e)):
             if not await self.effect(effect, fault):
                 return True  # nothing recorded; the next call plans the same clean-up again
-        for effect in (e for e in effects if isinstance(e, Cordon)):
+        starts = sorted(
+            (e for e in effects if not _is_cleanup(e)), key=lambda e: _START_RANK[type(e)]
+        )
+        for effect in (e for e in starts if isinstance(e, Cordon)):
             # Before the record (D14): the fault's reaction time is this one write. A failure
             # is retried like a lost cordon: the recorded step resumes it.
             await self.effect(effect, fault)
@@ -520,13 +523,9 @@ class _Run:
             if written is False:
                 return False
             if written is None:
-                return True  # the starting effects wait for their record to exist
-        starts = sorted(
-            (e for e in effects if not _is_cleanup(e)), key=lambda e: _START_RANK[type(e)]
-        )
-        for effect in starts:
-            if not isinstance(effect, Cordon):
-                await self.effect(effect, fault)
+                return True  # the other starting effects wait for their record to exist
+        for effect in (e for e in starts if not isinstance(e, Cordon)):
+            await self.effect(effect, fault)
         if (
             resume
             and observed is not None

@@ -18,6 +18,7 @@ from typing import Any
 
 from remediation_operator.domain.effects import Announce
 from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.engine import nodes as node_views
 from remediation_operator.engine import reconciler
 from remediation_operator.engine.ports import Ports
 from remediation_operator.engine.reconciler import Reconciled
@@ -59,14 +60,9 @@ def _concerns(
     if policy is None:
         return True
     selector = policy.node_selector
-    return selector.matches(_labels(after)) or (
-        before is not None and selector.matches(_labels(before))
+    return selector.matches(node_views.labels_of(after)) or (
+        before is not None and selector.matches(node_views.labels_of(before))
     )
-
-
-def _labels(body: Mapping[str, Any]) -> Mapping[str, str]:
-    labels = (body.get("metadata") or {}).get("labels")
-    return labels if isinstance(labels, dict) else {}
 
 
 def _now() -> datetime:
