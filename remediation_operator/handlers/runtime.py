@@ -52,17 +52,16 @@ class Settings:
 
 
 def _concerns(
-    policy: Policy | None, before: Mapping[str, Any] | None, after: Mapping[str, Any]
+    policy: Policy | None, before: Mapping[str, str] | None, after: Mapping[str, str]
 ) -> bool:
-    """Could this Node change matter to `policy`: it selects the node, or did before the change
-    (its Remediation there must then close). A policy whose selector does not match the node
-    is not woken at all: with one policy per GPU pool, a fault wakes one worker, not all."""
+    """Could a change of a Node labelled `before` -> `after` matter to `policy`: it selects the
+    node, or did before the change (its Remediation there must then close). A policy whose
+    selector does not match the node is not woken at all: with one policy per GPU pool, a
+    fault wakes one worker, not all."""
     if policy is None:
         return True
     selector = policy.node_selector
-    return selector.matches(node_views.labels_of(after)) or (
-        before is not None and selector.matches(node_views.labels_of(before))
-    )
+    return selector.matches(after) or (before is not None and selector.matches(before))
 
 
 def _now() -> datetime:
@@ -231,8 +230,10 @@ class Runtime:
         self._first_seen.setdefault(name, _now())
         if not self.synced:
             return  # the first full plan after the initial sync covers it
+        labels = node_views.labels_of(body)
+        labelled = None if before is None else node_views.labels_of(before)
         for worker in self.workers.values():
-            if kind == "DELETED" or _concerns(worker.policy, before, body):
+            if kind == "DELETED" or _concerns(worker.policy, labelled, labels):
                 worker.touch((name,))
         self.metrics.quarantined(self.nodes.quarantined())
 
@@ -262,17 +263,7 @@ class Runtime:
                 generation=acceptance.generation,
                 message=acceptance.message,
             )
-        worker = self.workers.get(name)
-        if worker is None:
-            worker = PolicyWorker(
-                name,
-                self._reconciler(name),
-                self._may_act,
-                on_round=self._round_done(name),
-                log=self.log,
-            )
-            self.workers[name] = worker
-            self._spawn(f"policy/{name}", worker.run())
+        worker = self._worker(name)
         if worker.policy != acceptance.in_force or previous != acceptance:
             worker.set_policy(acceptance.in_force)
             # Also when nothing runs (no valid version yet): Accepted=False must be written.
@@ -284,6 +275,10 @@ class Runtime:
         deleted, which closes its open Remediations `PolicyDeleted` and gives their nodes back
         (D13); it detects nothing new, so once they are closed it stays idle."""
         policy = dataclasses.replace(last or Policy(name=name, faults=()), deleted=True)
+        self._worker(name).set_policy(policy)
+
+    def _worker(self, name: str) -> PolicyWorker:
+        """The policy's worker, started on first use."""
         worker = self.workers.get(name)
         if worker is None:
             worker = PolicyWorker(
@@ -295,7 +290,7 @@ class Runtime:
             )
             self.workers[name] = worker
             self._spawn(f"policy/{name}", worker.run())
-        worker.set_policy(policy)
+        return worker
 
     def _retire_if_done(self, name: str, result: Reconciled) -> None:
         """A deleted policy's worker stops once none of its Remediations is open."""
