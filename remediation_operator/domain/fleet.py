@@ -26,6 +26,10 @@ class Condition:
     message: str = ""
     last_heartbeat_time: datetime | None = None
     last_transition_time: datetime | None = None
+    observed_at: datetime | None = None
+    """On OUR clock: when the operator last saw this condition's heartbeat, status or reason
+    change (or first saw the condition). Staleness and freshness are measured from this, never
+    by comparing the remote `last_heartbeat_time` with our clock (docs/decisions.md)."""
 
 
 @dataclass(frozen=True)
@@ -115,3 +119,7 @@ class Snapshot:
     """Selected nodes that are NotReady without a Remediation of ours: they count toward budgets."""
     focus: frozenset[str] | None = None
     """Plan only these nodes (the others still count for budgets and breaker); None: all."""
+    foreign: Mapping[str, str] = field(default_factory=dict)
+    """By node name: the other policy that owns a node this policy also selects (it has an
+    active Remediation there, or wins on weight, then age, then name). This policy opens no
+    incident on such a node and reports the overlap in its status."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -68,6 +68,25 @@ class Executor(StrEnum):
     Noop = "Noop"
 
 
+class WhenMissing(StrEnum):
+    """What a match with `staleAfter` makes of a node on which its condition was never reported."""
+
+    Ignore = "Ignore"
+    """A source that never reported is not a stale source: no fault (the default)."""
+    Fault = "Fault"
+    """The node is expected to carry this condition: its absence is weak evidence (cordon only)."""
+
+
+class OnPDBBlocked(StrEnum):
+    """What a Drain whose timeout passed does while a PodDisruptionBudget still refuses evictions."""
+
+    Wait = "Wait"
+    """Keep the node drained-so-far and retry evictions until the PDB allows them (the default,
+    as kubectl drain, Cluster API and Karpenter do)."""
+    Escalate = "Escalate"
+    """Go on to the next step with the protected pods still on the node (named in status/Event)."""
+
+
 class ReplaceProvider(StrEnum):
     Karpenter = "Karpenter"
     DeleteNode = "DeleteNode"
@@ -97,6 +116,8 @@ class ConditionMatch:
     status: str | None = None
     reason: str | None = None
     stale_after: timedelta | None = None
+    when_missing: WhenMissing = WhenMissing.Ignore
+    """Only with `stale_after`: whether a node that never carried the condition shows the fault."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +130,8 @@ class Step:
     retries: int = DEFAULT_RETRIES
     """How many transient failures are retried (with backoff, within timeout)."""
     on_timeout: OnTimeout = OnTimeout.Escalate
+    on_pdb_blocked: OnPDBBlocked = OnPDBBlocked.Wait
+    """Drain only: what the timeout leads to while a PodDisruptionBudget blocks an eviction."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +226,11 @@ class Policy:
     actions: Actions = field(default_factory=Actions)
     startup_grace: timedelta = DEFAULT_STARTUP_GRACE
     """A node younger than this is not remediated: GPU software takes minutes to come up."""
+    weight: int = 0
+    """Overlap: among policies selecting one node, the highest weight owns it (ties: older
+    `created_at`, then name); an active Remediation keeps its node with its policy."""
+    created_at: datetime | None = None
+    """The RemediationPolicy's creationTimestamp (ownership tie-break)."""
     deleted: bool = False
     """The RemediationPolicy object is gone: its open incidents are closed `PolicyDeleted` and
     their nodes given back; nothing new is detected (docs/decisions.md, D13)."""
