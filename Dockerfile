@@ -12,11 +12,20 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# Dependencies are pinned in pyproject.toml and all ship wheels: nothing is compiled.
+# Everything installed comes from the hashed locks (requirements/*.lock, written by `make lock`):
+# pip checks every file against its hash and resolves nothing afresh, so two builds of one
+# commit install the same bytes. All runtime dependencies ship wheels: nothing is compiled.
+COPY requirements/build.lock requirements/operator.lock requirements/
+RUN python -m venv /opt/build \
+    && /opt/build/bin/pip install --require-hashes -r requirements/build.lock \
+    && python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --require-hashes --only-binary :all: -r requirements/operator.lock
+# The operator itself: a wheel built with the locked build tools, installed without its
+# dependencies (they are all in place, from the lock).
 COPY pyproject.toml README.md ./
 COPY remediation_operator ./remediation_operator
-RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install . \
+RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/dist . \
+    && /opt/venv/bin/pip install --no-deps /tmp/dist/*.whl \
     && /opt/venv/bin/python -m compileall -q /opt/venv/lib \
     && /opt/venv/bin/pip uninstall --yes pip setuptools
 

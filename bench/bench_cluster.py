@@ -27,8 +27,9 @@ from typing import Any
 
 import yaml
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import node_detail
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "remediation-system"
@@ -67,37 +68,102 @@ def _stamp(moment: datetime) -> str:
 
 
 def node(name: str, role: str, index: int) -> dict[str, Any]:
+    """A GPU Node of real size (about 6.6 KB of JSON, as on EKS with the GPU operator):
+    feature-discovery labels, images, managedFields, a full set of conditions and nodeInfo
+    (`emulator.fleet.node_detail`). Deterministic but for the timestamps."""
     now = _stamp(datetime.now(UTC))
     conditions = [
-        {"type": t, "status": s, "reason": r, "message": "", "lastHeartbeatTime": now}
+        {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now}
         | {"lastTransitionTime": now}
-        for t, s, r in (
-            ("Ready", "True", "KubeletReady"),
-            (GPU_CONDITION, "True", "GPUsHealthy"),
-            (IRRELEVANT, "False", "KernelHasNoDeadlock"),
+        for t, s, r, m in (
+            (
+                "MemoryPressure",
+                "False",
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
+            ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            (
+                "PIDPressure",
+                "False",
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+            ),
+            ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            (
+                GPU_CONDITION,
+                "True",
+                "GPUsHealthy",
+                "Monitoring for the Nvidia AcceleratedHardware system is active",
+            ),
+            (IRRELEVANT, "False", "KernelHasNoDeadlock", "kernel has no deadlock"),
         )
     ]
-    return {
+    zone = f"us-east-1{'abc'[index % 3]}"
+    ip = f"10.{(index >> 16) & 0xFF | 0x10}.{(index >> 8) & 0xFF}.{index & 0xFF}"
+    capacity = {
+        "cpu": "192",
+        "memory": "2097152000Ki",
+        "ephemeral-storage": "104845292Ki",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "nvidia.com/gpu": "8",
+        "vpc.amazonaws.com/efa": "32",
+        "pods": "110",
+    }
+    body = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {
                 ROLE: role,
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name,
                 "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": "8",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.memory": "81559",
                 "karpenter.sh/nodepool": f"pool-{index % 4}",
-                "topology.kubernetes.io/zone": f"us-east-1{'abc'[index % 3]}",
+                "karpenter.sh/capacity-type": "on-demand",
+                "karpenter.sh/registered": "true",
+                "karpenter.sh/initialized": "true",
+                "topology.kubernetes.io/zone": zone,
+                "topology.kubernetes.io/region": "us-east-1",
                 "node.kubernetes.io/instance-type": "p5.48xlarge",
             },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+            },
         },
-        "spec": {"providerID": f"aws:///us-east-1a/i-{index:017x}"},
+        "spec": {"providerID": f"aws:///{zone}/i-{index:017x}"},
         "status": {
-            "capacity": {"nvidia.com/gpu": "8", "cpu": "192", "memory": "2Ti", "pods": "110"},
-            "allocatable": {"nvidia.com/gpu": "8", "cpu": "191", "memory": "2Ti", "pods": "110"},
+            "capacity": capacity,
+            "allocatable": dict(capacity, cpu="191450m", memory="2061410304Ki"),
             "conditions": conditions,
-            "nodeInfo": {"bootID": f"boot-{index}"},
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "InternalDNS", "address": f"ip-{ip.replace('.', '-')}.ec2.internal"},
+                {"type": "Hostname", "address": name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": f"{index:032x}",
+                "systemUUID": f"ec2{index:029x}",
+                "bootID": f"boot-{index}",
+                "kernelVersion": "6.1.119-129.201.amzn2023.x86_64",
+                "osImage": "Amazon Linux 2023.6.20241212",
+                "containerRuntimeVersion": "containerd://1.7.23",
+                "kubeletVersion": "v1.32.0-eks-aeac579",
+                "kubeProxyVersion": "v1.32.0-eks-aeac579",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
         },
     }
+    return node_detail.enlarge(body, index)
 
 
 def pod(name: str, node_name: str) -> dict[str, Any]:
@@ -281,6 +347,19 @@ class Server:
             store.patch("nodes", name, {"spec": {"unschedulable": None}})
         return len(healed)
 
+    def writes(self, user: str, since: float) -> dict[str, int]:
+        """The API writes `user` made since the wall-clock instant `since`, by resource (and
+        subresource), Lease renewals left out (they do not depend on incidents)."""
+        counts: dict[str, int] = {}
+        for entry in self.api.request_log:
+            if entry.user != user or not entry.is_write or entry.time.timestamp() < since:
+                continue
+            if entry.resource == "leases":
+                continue
+            key = entry.resource + (f"/{entry.subresource}" if entry.subresource else "")
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
     async def drain(self, within: float) -> dict[str, Any]:
         """Fault the drain node; time until it is cordoned and until its last pod is gone."""
         self.emptied = None
@@ -331,6 +410,8 @@ def serve(spec: Spec, pipe: Connection) -> None:
                 "faults": server.faults,
                 "drain": server.drain,
                 "heal": server.heal,
+                "write_mark": time.time,
+                "writes_since": lambda since: server.writes("operator", since),
             }
             while True:
                 command, args = await loop.run_in_executor(None, pipe.recv)

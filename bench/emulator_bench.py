@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from remediation_operator.emulator import apiserver
+from remediation_emulator import apiserver
 
 RESULTS = Path("bench-results/emulator.json")
 

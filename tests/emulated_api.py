@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.k8s.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,14 +27,17 @@ def _column(name: str, path: str, type_: str = "string", priority: int = 0) -> d
     return column
 
 
+# MODE and PAUSED read the status: printer columns are plain JSONPaths, which cannot apply a
+# default (`spec.mode` is usually absent) nor tell that `pauseRequests` pauses the policy.
 POLICY_COLUMNS = [
-    _column("Mode", ".spec.mode"),
+    _column("Mode", ".status.mode"),
     _column("Nodes", ".status.observed", "integer"),
     _column("Unhealthy", ".status.unhealthy", "integer"),
     _column("In-Flight", ".status.inFlight", "integer"),
     _column("Circuit", ".status.circuitState"),
-    _column("Paused", ".spec.paused", "boolean", priority=1),
+    _column("Paused", ".status.paused", "boolean"),
     _AGE,
+    _column("Overlapped", ".status.overlappedNodes", "integer", priority=1),
 ]
 
 REMEDIATION_COLUMNS = [

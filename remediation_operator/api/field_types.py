@@ -2,48 +2,132 @@
 
 Each type validates with the same parser the operator runs later, so a policy that passes
 `check-policy` is one the planner can use, and carries the schema the CRD enforces for it
-(a pattern where one exists), so `kubectl apply` rejects what it can before we ever see it.
+(patterns, length bounds and CEL rules where they exist), so `kubectl apply` rejects what it
+can before we ever see it. Every type is bounded (docs/decisions.md D15).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
 from remediation_operator.api import timestamps
-from remediation_operator.domain import durations, schedule
+from remediation_operator.domain import durations, patterns, schedule
 from remediation_operator.domain.reasons import Reason
 
-COUNT_OR_PERCENT_PATTERN = r"^((100|[0-9]{1,2})%|[0-9]+)$"
-"""A node count (`3`) or a percentage of the selected nodes (`10%`); Karpenter's budget shape."""
+MAX_NODE_COUNT = 100_000
+"""The largest node count a policy may give (far above any cluster's size limit)."""
+
+COUNT_OR_PERCENT_PATTERN = r"^((100|[0-9]{1,2})%|100000|[0-9]{1,5})$"
+"""A node count (`3`, at most 100000) or a percentage of the selected nodes (`10%`);
+Karpenter's budget shape."""
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
+MAX_DURATION = timedelta(hours=8760)
+"""The longest duration a policy may give (365 days). Longer is a mistake, not a policy; the
+bound also keeps every computed instant (`now + duration`) far inside datetime's range."""
+
+MAX_DURATION_TEXT = "8760h"
+
+MAX_DURATION_LENGTH = 32
+"""At most this many characters (`8759h59m59.999s` is 15): a bound the API server checks too."""
+
+DURATION_RULE = {
+    "rule": f"duration(self) <= duration('{MAX_DURATION_TEXT}')",
+    "message": f"must be at most {MAX_DURATION_TEXT} (365 days)",
+}
+"""The CEL rule the CRD carries for every duration (Kubernetes CEL's `duration()` reads Go
+duration text, of which our pattern is a subset)."""
+
+MAX_REGEX_LENGTH = 1024
+
+REGEX_RULE = {
+    "rule": "''.matches(self) || !''.matches(self)",
+    "message": "must be a valid RE2 regular expression (no backreferences or lookarounds)",
+}
+"""The CRD's check that a reason pattern compiles: CEL's `matches()` compiles its argument with
+Go's regexp, which implements RE2's syntax, and a pattern that does not compile makes the rule
+fail with the parser's message (either operand raises, so `||` cannot absorb the error). The
+operator's own check (google-re2) stays the authority for the rare pattern the two disagree on."""
+
+
 def _duration(text: str) -> str:
-    durations.parse(text)
+    if len(text) > MAX_DURATION_LENGTH:
+        raise ValueError(
+            f"is {len(text)} characters long; a duration is at most {MAX_DURATION_LENGTH}"
+            f" (and at most {MAX_DURATION_TEXT})"
+        )
+    try:
+        value = durations.parse(text)
+    except OverflowError:
+        value = None
+    if value is None or value > MAX_DURATION:
+        raise ValueError(f"{text!r} is longer than the maximum {MAX_DURATION_TEXT} (365 days)")
     return text
 
 
 def _regex(text: str) -> str:
+    if not text:
+        raise ValueError("is empty; leave `reason` out to accept any reason")
+    if len(text) > MAX_REGEX_LENGTH:
+        raise ValueError(f"is {len(text)} characters long; at most {MAX_REGEX_LENGTH}")
     try:
-        re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"{text!r} is not a valid regular expression: {exc}") from None
+        patterns.compile(text)
+    except patterns.PatternError as exc:
+        raise ValueError(str(exc)) from None
     return text
 
 
+MAX_CRON_LENGTH = 128
+
+
+_CRON_MACROS = ("yearly", "annually", "monthly", "weekly", "daily", "midnight", "hourly")
+_CRON_FIELDS = (
+    # (field, its numbers without leading zeros, its names, whether `?` is allowed)
+    ("minute", "[0-9]|[1-5][0-9]", "", False),
+    ("hour", "[0-9]|1[0-9]|2[0-3]", "", False),
+    ("day-of-month", "[1-9]|[12][0-9]|3[01]", "", True),
+    ("month", "[1-9]|1[0-2]", "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC", False),
+    ("day-of-week", "[0-7]", "SUN|MON|TUE|WED|THU|FRI|SAT", True),
+)
+
+
+def _cron_pattern() -> str:
+    """What `schedule.parse` accepts, as far as a regular expression can say it: 5 fields of
+    lists, ranges, steps and names, each number within its field's range, or a macro. (A
+    backwards range, or a day no listed month has, still passes here; the operator refuses
+    those.) Go's regexp (the API server's) reads it as Python's `re` does."""
+    fields = []
+    for _, digits, names, question in _CRON_FIELDS:
+        value = f"0*({digits})" + (f"|{names}" if names else "")
+        star = r"\*|\?" if question else r"\*"
+        item = f"({star}|({value})(-({value}))?)(/0*[1-9][0-9]*)?"
+        fields.append(f"{item}(,{item})*")
+    spaced = r"\s+".join(fields)
+    macros = "|".join(_CRON_MACROS)
+    return rf"(?i)^\s*(@({macros})|{spaced})\s*$"
+
+
+CRON_PATTERN = _cron_pattern()
+
+
 def _cron(text: str) -> str:
+    if len(text) > MAX_CRON_LENGTH:
+        raise ValueError(f"is {len(text)} characters long; a schedule is at most {MAX_CRON_LENGTH}")
     schedule.parse(text)
     return text
 
 
 def _dns_label(text: str) -> str:
     if len(text) > 63 or not re.match(DNS_LABEL_PATTERN, text):
+        shown = text if len(text) <= 80 else text[:80] + "..."
         raise ValueError(
-            f"{text!r} is not a DNS label: use at most 63 lower-case letters, digits and '-',"
+            f"{shown!r} is not a DNS label: use at most 63 lower-case letters, digits and '-',"
             " starting and ending with a letter or digit"
         )
     return text
@@ -61,10 +145,14 @@ def _count_or_percent(value: Any) -> str:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{value} is negative; a node count is 0 or more")
+        if value > MAX_NODE_COUNT:
+            raise ValueError(f"{value} is more than the maximum node count {MAX_NODE_COUNT}")
         return str(value)
-    if not re.match(COUNT_OR_PERCENT_PATTERN, value):
+    if len(value) > 8 or not re.match(COUNT_OR_PERCENT_PATTERN, value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
         raise ValueError(
-            f"{value!r} is neither a node count (such as 3) nor a percentage from 0% to 100%"
+            f"{shown!r} is neither a node count (such as 3, at most {MAX_NODE_COUNT}) nor a"
+            " percentage from 0% to 100%"
         )
     return value
 
@@ -72,14 +160,52 @@ def _count_or_percent(value: Any) -> str:
 Duration = Annotated[
     str,
     AfterValidator(_duration),
-    WithJsonSchema({"type": "string", "pattern": durations.PATTERN}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": durations.PATTERN,
+            "maxLength": MAX_DURATION_LENGTH,
+            "x-kubernetes-validations": [DURATION_RULE],
+        }
+    ),
 ]
-"""Go-style duration text: `90s`, `5m`, `1h30m`, `168h`."""
+"""Go-style duration text: `90s`, `5m`, `1h30m`, `168h`; at most 8760h."""
 
-Regex = Annotated[str, AfterValidator(_regex)]
-"""A Python regular expression, matched against the whole value."""
+Regex = Annotated[
+    str,
+    AfterValidator(_regex),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_REGEX_LENGTH,
+            "x-kubernetes-validations": [REGEX_RULE],
+        }
+    ),
+]
+"""An RE2 regular expression (linear-time matching; no backreferences or lookarounds),
+matched against the whole value."""
 
-CronSchedule = Annotated[str, AfterValidator(_cron)]
+CronSchedule = Annotated[
+    str,
+    AfterValidator(_cron),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": MAX_CRON_LENGTH,
+            "x-kubernetes-validations": [
+                {
+                    # A rule rather than `pattern`, so the API server's refusal says what is
+                    # wrong instead of quoting a 1,500-character regular expression.
+                    "rule": f"self.matches(r'{CRON_PATTERN}')",
+                    "message": "must be 5 cron fields (minute 0-59, hour 0-23, day-of-month"
+                    " 1-31, month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT) or a macro such"
+                    " as @daily",
+                }
+            ],
+        }
+    ),
+]
 """A 5-field cron expression or macro such as `@daily`, evaluated in UTC."""
 
 DnsLabel = Annotated[
@@ -97,6 +223,8 @@ CountOrPercent = Annotated[
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "pattern": COUNT_OR_PERCENT_PATTERN,
             "minimum": 0,
+            "maximum": MAX_NODE_COUNT,
+            "maxLength": 8,
         }
     ),
 ]

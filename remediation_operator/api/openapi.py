@@ -18,6 +18,7 @@ from pydantic import BaseModel
 Schema = dict[str, Any]
 
 DEFAULT_KEY = "default"
+VALIDATIONS_KEY = "x-kubernetes-validations"
 
 
 class SchemaError(ValueError):
@@ -45,6 +46,16 @@ def render_default(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _key_length_rule(names: Schema) -> Schema:
+    low, high = names.get("minLength", 0), names.get("maxLength")
+    if set(names) - {"minLength", "maxLength"} or high is None:
+        raise SchemaError(f"cannot express propertyNames {json.dumps(names)} structurally")
+    return {
+        "rule": f"self.all(k, size(k) >= {low} && size(k) <= {high})",
+        "message": f"keys must be {low} to {high} characters long",
+    }
 
 
 def _resolve(node: Schema, defs: dict[str, Schema]) -> Schema:
@@ -78,6 +89,13 @@ def _convert(node: Schema, defs: dict[str, Schema], keep_defaults: bool) -> Sche
         if key == "additionalProperties" and value is True:
             out["x-kubernetes-preserve-unknown-fields"] = True
             continue
+        if key == "propertyNames":
+            # Not allowed in a structural schema: the same bounds on a map's keys, as CEL.
+            out.setdefault(VALIDATIONS_KEY, []).append(_key_length_rule(value))
+            continue
+        if key == VALIDATIONS_KEY:
+            out[key] = [*out.get(key, []), *value]
+            continue
         if key == "properties":
             out[key] = {name: _convert(child, defs, keep_defaults) for name, child in value.items()}
         elif key in ("items", "additionalProperties"):
@@ -87,6 +105,10 @@ def _convert(node: Schema, defs: dict[str, Schema], keep_defaults: bool) -> Sche
         else:
             out[key] = value
 
+    if out.get("type") == "string" and "enum" in out and "maxLength" not in out:
+        # The longest value, so the API server's CEL cost estimate sees a short string (an
+        # unbounded one makes rules over lists of enums cost "more than 100x" the budget).
+        out["maxLength"] = max(len(v) for v in out["enum"] if isinstance(v, str))
     if out.get("nullable") and "enum" in out and None not in out["enum"]:
         # The API server checks `enum` even on a null value: go-openapi's (and kube-openapi's)
         # SchemaValidator.Validate runs the type and the common (enum) validators for nil data.

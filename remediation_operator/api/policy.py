@@ -7,11 +7,12 @@ write them, so the documentation, the validation and the planner cannot disagree
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from remediation_operator.api.field_types import (
+    MAX_NODE_COUNT,
     CountOrPercent,
     CronSchedule,
     DnsLabel,
@@ -27,10 +28,56 @@ from remediation_operator.domain.policy import (
     Executor,
     Mode,
     OnExhausted,
+    OnPDBBlocked,
     OnTimeout,
     ReplaceProvider,
+    WhenMissing,
 )
 from remediation_operator.domain.selectors import Operator
+
+# --- bounds ---------------------------------------------------------------------------------
+# Every count, string and list has an upper bound: a policy is configuration written by a
+# person, and a value far beyond these is a mistake (or an attack on the operator's CPU and
+# memory) that is better refused with its field path. The API server enforces the same bounds
+# (they are in the CRD schema), and they keep the cost of the CRD's CEL rules within the
+# server's budget. Durations are bounded by `field_types.MAX_DURATION` (8760h).
+
+MAX_FAULTS = 32
+MAX_MATCHES = 16
+MAX_BUDGETS = 16
+MAX_SELECTOR_TERMS = 32
+MAX_LABEL_VALUES = 64
+MAX_PAUSE_REQUESTS = 32
+MAX_RETRIES = 100
+MAX_EPISODES = 1000
+MAX_RATE = 10_000
+MAX_WEIGHT = 100
+MAX_OVERLAPPED_BY = 10
+"""How many owning policies `status.overlappedBy` lists (the count is `overlappedNodes`)."""
+"""As Karpenter's NodePool `weight` (1-100); 0, the default, is the lowest."""
+LABEL_KEY_LENGTH = 317
+"""A qualified label key: a DNS subdomain prefix (253) + `/` + a name (63)."""
+LABEL_VALUE_LENGTH = 63
+CONDITION_TYPE_LENGTH = 316
+"""As metav1.Condition's `type`."""
+NAME_LENGTH = 253
+
+_RANK = "{" + ", ".join(f"'{a}': {i}" for i, a in enumerate(domain.LADDER_ORDER)) + "}"
+"""The ladder order as a CEL map literal (a list literal's `indexOf` makes the API server
+estimate the rule's cost as unbounded and refuse the CRD)."""
+
+LabelKey = Annotated[str, Field(min_length=1, max_length=LABEL_KEY_LENGTH)]
+LabelValue = Annotated[str, Field(max_length=LABEL_VALUE_LENGTH)]
+
+
+def _rules(*rules: dict[str, str]) -> ConfigDict:
+    """A model's CEL rules (`x-kubernetes-validations`): what the API server checks on apply.
+
+    Each repeats one rule of `policy_rules` (which also runs in check-policy and the operator,
+    with the same field path where CEL's `fieldPath` can say it)."""
+    extra: dict[str, Any] = {"x-kubernetes-validations": list(rules)}
+    return ConfigDict(json_schema_extra=extra)
+
 
 # --- nodeSelector ---------------------------------------------------------------------------
 
@@ -38,20 +85,37 @@ from remediation_operator.domain.selectors import Operator
 class LabelSelectorRequirement(SpecModel):
     """One requirement on a label, as in every Kubernetes label selector."""
 
-    key: str = Field(min_length=1)
+    model_config = _rules(
+        {
+            "rule": "!(self.operator in ['In', 'NotIn'])"
+            " || (has(self.values) && size(self.values) > 0)",
+            "message": "is required with operator In or NotIn",
+            "fieldPath": ".values",
+        },
+        {
+            "rule": "self.operator in ['In', 'NotIn']"
+            " || !has(self.values) || size(self.values) == 0",
+            "message": "must be empty with operator Exists or DoesNotExist",
+            "fieldPath": ".values",
+        },
+    )
+
+    key: LabelKey
     """The label key the requirement applies to."""
     operator: Operator
     """In and NotIn need `values`; Exists and DoesNotExist must have none."""
-    values: list[str] = []
+    values: list[LabelValue] = Field(default=[], max_length=MAX_LABEL_VALUES)
     """The label values for In and NotIn."""
 
 
 class LabelSelector(SpecModel):
     """Standard Kubernetes label selector; an empty selector selects every node."""
 
-    match_labels: dict[str, str] = {}
+    match_labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR_TERMS)
     """Labels a node must carry with exactly these values."""
-    match_expressions: list[LabelSelectorRequirement] = []
+    match_expressions: list[LabelSelectorRequirement] = Field(
+        default=[], max_length=MAX_SELECTOR_TERMS
+    )
     """Further requirements; all must hold."""
 
 
@@ -59,21 +123,67 @@ class LabelSelector(SpecModel):
 
 
 class ConditionMatch(SpecModel):
-    """One way a Node condition signals the fault. Every field given must match."""
+    """One way a Node condition signals the fault: the condition `type`, and at least one of
+    `status`, `reason` or `staleAfter`. `status` and `reason` given together must both match;
+    `staleAfter` is a separate, weak signal of its own."""
 
-    type: str = Field(min_length=1)
+    model_config = _rules(
+        {
+            "rule": "has(self.status) || has(self.reason) || has(self.staleAfter)",
+            "message": "names only `type`, which never matches a node: add `status`, `reason`"
+            " or `staleAfter`",
+        },
+        {
+            "rule": "!has(self.whenMissing) || has(self.staleAfter)",
+            "message": "applies only with `staleAfter` (a rule without it never fires on a"
+            " missing condition): add `staleAfter` or remove `whenMissing`",
+            "fieldPath": ".whenMissing",
+        },
+    )
+
+    type: str = Field(min_length=1, max_length=CONDITION_TYPE_LENGTH)
     """The Node condition type, e.g. `AcceleratedHardwareReady` or `GPUProblem`."""
     status: Literal["True", "False", "Unknown"] | None = None
-    """The condition status that means a fault. Absent: any status."""
+    """The condition status that means a fault. Absent: the condition's status does not
+    matter, and `reason` alone decides (a match needs `status`, `reason` or `staleAfter`)."""
     reason: Regex | None = None
-    """Regular expression that must match the condition's whole reason, e.g. `NvidiaXID79Error`."""
+    """RE2 regular expression that must match the condition's whole reason, e.g.
+    `NvidiaXID(48|79)Error`. RE2 matches in linear time and has no backreferences or
+    lookarounds; a pattern it cannot compile is refused. Absent: any reason (with `status`)."""
     stale_after: Duration | None = None
-    """A condition whose lastHeartbeatTime is older than this is a fault by itself (fail closed:
-    such evidence may cordon, never disrupt)."""
+    """The condition is a fault by itself when its heartbeat has not changed for this long, as
+    measured on the operator's own clock from when it saw the heartbeat change (a remote
+    timestamp is never compared with our clock). Fail closed: such evidence may cordon, never
+    disrupt. Whether a node that never reported the condition is faulty: `whenMissing`."""
+    when_missing: WhenMissing | None = None
+    """Only with `staleAfter`: what a node on which this condition was never reported shows.
+    Ignore (the default): nothing; a source that never reported is not a stale source, so
+    nodes whose agent does not publish this condition are left alone. Fault: the node is
+    expected to carry the condition, and its absence is weak evidence (cordon, never
+    disrupt)."""
 
 
 class LadderStep(SpecModel):
     """One rung of the ladder and its timings."""
+
+    model_config = _rules(
+        {
+            "rule": "!has(self.onTimeout) || self.onTimeout != 'Force' || self.action == 'Drain'",
+            "message": "Force applies only to Drain (it deletes pods that could not be evicted)",
+            "fieldPath": ".onTimeout",
+        },
+        {
+            "rule": "!has(self.onTimeout) || self.onTimeout != 'Force' || has(self.timeout)",
+            "message": "is required with onTimeout: Force (Force happens when the timeout"
+            " runs out)",
+            "fieldPath": ".timeout",
+        },
+        {
+            "rule": "!has(self.onPDBBlocked) || self.action == 'Drain'",
+            "message": "applies only to Drain (the only step a PodDisruptionBudget can block)",
+            "fieldPath": ".onPDBBlocked",
+        },
+    )
 
     action: Action
     """What to do. Steps go in the order Cordon, Drain, GPUReset, Reboot, Replace; rungs may be
@@ -82,28 +192,70 @@ class LadderStep(SpecModel):
     """How long the step may take before it counts as a permanent failure. Absent: no limit."""
     escalate_after: Duration = durations.format(domain.Step(Action.Cordon).escalate_after)
     """After the step succeeded, how long the fault may persist before the next step starts."""
-    retries: int = Field(default=domain.DEFAULT_RETRIES, ge=0)
+    retries: int = Field(default=domain.DEFAULT_RETRIES, ge=0, le=MAX_RETRIES)
     """How many transient failures are retried, with backoff, within the timeout."""
     on_timeout: OnTimeout = OnTimeout.Escalate
     """What a timeout leads to: Escalate to the next step, or Force (Drain only: delete the pods
     that could not be evicted). Force needs a `timeout`."""
+    on_pdb_blocked: OnPDBBlocked | None = Field(default=None, alias="onPDBBlocked")
+    """Drain only: what the drain does while a PodDisruptionBudget refuses an eviction. Wait
+    (the default, as kubectl drain, Cluster API and Karpenter do): the drain stays, also past
+    its timeout, in phase Blocked with reason DrainBlockedByPDB (status names the PDB and the
+    pods), retries evictions every 5 s until the PDB allows them, and repeats its Warning Event
+    every 10 minutes of the block; nothing else on the ladder runs with the protected pod still
+    on the node. Escalate: at the timeout, go on to the next step
+    with the protected pods still on the node; status and Event name the PDB and the pods.
+    `onTimeout: Force` deletes the pods instead."""
 
 
 class Fault(SpecModel):
     """A named failure: how it is recognised, how long it is tolerated, which ladder it climbs."""
 
+    model_config = _rules(
+        {
+            "rule": "self.ladder[size(self.ladder) - 1].action == 'Replace'"
+            " || has(self.onExhausted)",
+            "message": "is required because the ladder does not end in Replace: say Hold (keep"
+            " the node quarantined until the fault clears) or Fail (close the incident and leave"
+            " the node cordoned for a human)",
+            "fieldPath": ".onExhausted",
+        },
+    )
+
     name: DnsLabel
     """Unique name of the fault (a DNS label); shown in `kubectl get remediations`."""
-    match: list[ConditionMatch] = Field(min_length=1)
+    match: list[ConditionMatch] = Field(min_length=1, max_length=MAX_MATCHES)
     """Node conditions that signal this fault; any one of them is enough."""
     tolerate: Duration = durations.format(domain.DEFAULT_TOLERATE)
-    """How long the fault must persist before the first step."""
-    ladder: list[LadderStep] = Field(min_length=1)
+    """How long the fault must persist before the first step, counted from its first sighting.
+    An absence shorter than `tolerate` is not a clearing: a fault that flaps (present, absent
+    for less than this, present again) is one incident, and it closes as gone only once it has
+    stayed absent this long."""
+    ladder: list[LadderStep] = Field(
+        min_length=1,
+        max_length=len(domain.LADDER_ORDER),
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(s, self.exists_one(t, t.action == s.action))",
+                    "message": "an action appears twice; use `retries` to try a step again",
+                },
+                {
+                    "rule": f"self.map(s, {_RANK}[s.action]).isSorted()",
+                    "message": "steps go in the order Cordon, Drain, GPUReset, Reboot, Replace"
+                    " (rungs may be skipped, not reversed)",
+                },
+            ]
+        },
+    )
     """The steps, in order; the next one starts when the fault outlives the previous one."""
     on_exhausted: OnExhausted | None = None
     """What happens when the last step ran and the fault remains: Hold (keep the node
     quarantined and wait for recovery) or Fail (close as Failed, leave the node cordoned for a
-    human). Required unless the ladder ends in Replace."""
+    human). After Fail no new incident opens on the node until the condition clears and comes
+    back (transitions again), or the Failed Remediation is deleted; a return within
+    `recovery.healthyFor` of the failure is the same fault. Required unless the ladder ends
+    in Replace."""
 
 
 # --- fleet-wide settings --------------------------------------------------------------------
@@ -121,8 +273,10 @@ class History(SpecModel):
 
     window: Duration = durations.format(domain.DEFAULT_HISTORY_WINDOW)
     """How far back incidents on the same node are counted."""
-    max_episodes: int = Field(default=domain.DEFAULT_HISTORY_MAX_EPISODES, ge=1)
-    """This many incidents within the window send the next one straight to `then`."""
+    max_episodes: int = Field(default=domain.DEFAULT_HISTORY_MAX_EPISODES, ge=1, le=MAX_EPISODES)
+    """This many incidents within the window send the next one straight to `then`. Only
+    incidents that reached Drain or a later step in Enforce mode count: cordon-only incidents,
+    DryRun incidents and faults that cleared within `tolerate` do not."""
     then: Action = Action.Replace
     """The step a repeat offender's incident starts at (earlier steps still run if required
     to reach it safely, e.g. Cordon)."""
@@ -131,9 +285,41 @@ class History(SpecModel):
 class Budget(SpecModel):
     """At most `nodes` nodes in the listed actions at once; the strictest active budget wins."""
 
+    model_config = _rules(
+        {
+            "rule": "!has(self.schedule) || has(self.duration)",
+            "message": "is required with schedule",
+            "fieldPath": ".duration",
+        },
+        {
+            "rule": "!has(self.duration) || has(self.schedule)",
+            "message": "is required with duration",
+            "fieldPath": ".schedule",
+        },
+        {
+            "rule": "!has(self.schedule) || !has(self.duration)"
+            " || duration(self.duration) > duration('0s')",
+            "message": "must be longer than 0s: the window would never open",
+            "fieldPath": ".duration",
+        },
+    )
+
     nodes: CountOrPercent
     """A node count (`3`) or a percentage of the selected nodes (`10%`, rounded up)."""
-    actions: list[Action] = [a for a in domain.LADDER_ORDER if a in domain.DISRUPTIVE]
+    actions: list[Action] = Field(
+        default=[a for a in domain.LADDER_ORDER if a in domain.DISRUPTIVE],
+        min_length=1,
+        max_length=len(domain.LADDER_ORDER),
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(a, a != 'Cordon')",
+                    "message": "Cordon is not disruptive; budgets limit Drain, GPUReset, Reboot,"
+                    " Replace (the circuit breaker limits cordons)",
+                }
+            ]
+        },
+    )
     """The actions this budget limits."""
     schedule: CronSchedule | None = None
     """Cron expression (5 fields, UTC) that opens the budget's window; needs `duration`."""
@@ -144,7 +330,7 @@ class Budget(SpecModel):
 class Rate(SpecModel):
     """At most `max` new disruptive steps started per sliding window `per`."""
 
-    max: int = Field(ge=1)
+    max: int = Field(ge=1, le=MAX_RATE)
     """Disruptive steps that may start per window."""
     per: Duration
     """The length of the sliding window."""
@@ -156,11 +342,11 @@ class CircuitBreaker(SpecModel):
     max_unhealthy: CountOrPercent
     """More nodes of a group than this (a count or a percentage) showing a fault at once opens
     the breaker: no new remediation starts, not even a cordon."""
-    min_nodes: int = Field(default=domain.DEFAULT_CIRCUIT_MIN_NODES, ge=0)
+    min_nodes: int = Field(default=domain.DEFAULT_CIRCUIT_MIN_NODES, ge=0, le=MAX_NODE_COUNT)
     """A group smaller than this may always repair one node, whatever the percentage says."""
     cooldown: Duration = durations.format(domain.DEFAULT_CIRCUIT_COOLDOWN)
     """How long the fraction must stay at or below the threshold before the breaker closes."""
-    group_by: str | None = None
+    group_by: str | None = Field(default=None, min_length=1, max_length=LABEL_KEY_LENGTH)
     """Node label whose value splits the fleet into groups with their own breaker, e.g.
     `topology.kubernetes.io/zone`. Absent: one breaker for all selected nodes."""
 
@@ -204,24 +390,53 @@ class RemediationPolicySpec(SpecModel):
     """Enforce acts; DryRun decides, records and emits events, but changes nothing."""
     paused: bool = False
     """Start nothing new while true; running steps finish."""
-    pause_requests: list[str] = []
+    pause_requests: list[Annotated[str, Field(min_length=1, max_length=NAME_LENGTH)]] = Field(
+        default=[], max_length=MAX_PAUSE_REQUESTS
+    )
     """Named pause requests (e.g. `upgrade-team`); the policy is paused while any is listed."""
+    weight: int = Field(default=0, ge=0, le=MAX_WEIGHT)
+    """Which policy owns a node that several policies select: the highest weight (as with
+    Karpenter's NodePool weight); on equal weight the older policy, then the name that sorts
+    first. A node has at most one active Remediation across all policies, and a policy keeps a
+    node it already remediates until that incident ends. The policies that lose a node open no
+    incident on it and show it in their status: `overlappedNodes`, `overlappedBy` and the
+    condition `Overlapping`, whose message names the owners."""
     startup_grace: Duration = durations.format(domain.DEFAULT_STARTUP_GRACE)
     """A node younger than this is not remediated: GPU software takes minutes to come up."""
-    faults: list[Fault] = Field(min_length=1)
-    """The faults, most severe first: a node matching several takes the first listed."""
+    faults: list[Fault] = Field(
+        min_length=1,
+        max_length=MAX_FAULTS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """The faults, most severe first: a node matching several takes the first listed. Names are
+    unique."""
     recovery: Recovery = Recovery()
     """How a repaired node returns to service."""
     history: History | None = None
     """Repeat-offender rule. Absent: history does not change the ladder."""
-    budgets: list[Budget] = []
+    budgets: list[Budget] = Field(default=[], max_length=MAX_BUDGETS)
     """Disruption budgets; the strictest active one wins. None: no limit."""
     rate: Rate | None = None
     """Limit on new disruptive steps per time window. Absent: no limit."""
     circuit_breaker: CircuitBreaker | None = None
     """Fleet-wide fault ceiling. Absent: no breaker."""
-    require_approval: list[Action] = []
-    """Actions that wait for a human's approval annotation on the Remediation (not Cordon)."""
+    require_approval: list[Action] = Field(
+        default=[],
+        max_length=len(domain.LADDER_ORDER),
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(a, a != 'Cordon')",
+                    "message": "Cordon cannot require approval: it is the safe step that keeps"
+                    " new work off a faulty node while a human decides",
+                }
+            ]
+        },
+    )
+    """Actions that wait for a human's approval annotation on the Remediation (not Cordon).
+    The waiting Remediation's message gives the exact command, e.g. `kubectl annotate
+    remediation <name> remediation.gpuops.io/approve=Replace` (several actions: a
+    comma-separated list)."""
     actions: Actions = Actions()
     """How GPUReset, Reboot and Replace are carried out."""
 
@@ -232,9 +447,10 @@ class RemediationPolicySpec(SpecModel):
 class Condition(StatusModel):
     """A standard Kubernetes condition (metav1.Condition)."""
 
-    type: Literal["Accepted", "CircuitOpen", "Paused"]
+    type: Literal["Accepted", "CircuitOpen", "Paused", "Overlapping"]
     """Accepted: the spec is valid and in use. CircuitOpen: some group's breaker is open.
-    Paused: the policy is paused."""
+    Paused: the policy is paused. Overlapping: another policy owns some of the nodes this one
+    selects (its message names the owners)."""
     status: Literal["True", "False", "Unknown"]
     """Whether the condition holds."""
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
@@ -267,7 +483,7 @@ class RemediationPolicyStatus(StatusModel):
         default=[],
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
-    """Accepted, CircuitOpen, Paused."""
+    """Accepted, CircuitOpen, Paused, Overlapping."""
     observed: int = 0
     """Nodes the policy selects."""
     unhealthy: int = 0
@@ -278,8 +494,18 @@ class RemediationPolicyStatus(StatusModel):
     """By action: how many more nodes it may take now under the strictest active budget."""
     circuit: dict[str, BreakerStatus] = {}
     """By group value (empty string when there is no groupBy): the breaker's state."""
+    overlapped_nodes: int = Field(default=0, ge=0)
+    """Selected nodes another policy owns: this policy opens no incident on them. A node has
+    one owner across policies: the policy with an open incident on it, else the highest
+    `weight`, then the older policy, then the name that sorts first."""
+    overlapped_by: list[str] = Field(default=[], max_length=MAX_OVERLAPPED_BY)
+    """The policies that own them, sorted by name (at most 10)."""
     circuit_state: Literal["Closed", "Open"] = "Closed"
     """Open when any group's breaker is open (the CIRCUIT column)."""
+    mode: Mode | None = None
+    """The mode in effect, its default applied (the MODE column)."""
+    paused: bool | None = None
+    """Whether the policy is paused: `paused` or any pause request (the PAUSED column)."""
     last_accepted_spec: dict[str, Any] | None = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )

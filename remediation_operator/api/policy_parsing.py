@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
 from pydantic import ValidationError
 
-from remediation_operator.api import field_errors, openapi, policy_rules, resources
+from remediation_operator.api import field_errors, openapi, policy_rules, resources, timestamps
 from remediation_operator.api.field_errors import FieldError
 from remediation_operator.api.policy import (
     Actions,
@@ -31,7 +31,7 @@ from remediation_operator.api.policy import (
 )
 from remediation_operator.domain import durations, selectors
 from remediation_operator.domain import policy as domain
-from remediation_operator.domain.policy import OnExhausted
+from remediation_operator.domain.policy import OnExhausted, OnPDBBlocked, WhenMissing
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 """What the API server accepts as a cluster-scoped object's name."""
@@ -100,12 +100,29 @@ def validate(obj: Any) -> list[FieldError]:
     return errors
 
 
-def parse_spec(spec: Any, *, name: str, generation: int = 1) -> domain.Policy:
+def parse_spec(
+    spec: Any, *, name: str, generation: int = 1, created_at: datetime | None = None
+) -> domain.Policy:
     """A spec alone (e.g. the status' lastAcceptedSpec) -> Policy; raises InvalidPolicyError."""
     model, errors = _check_spec(spec, "spec")
     if model is None:
         raise InvalidPolicyError(name, errors)
-    return to_domain(model, name=name, generation=generation)
+    return to_domain(model, name=name, generation=generation, created_at=created_at)
+
+
+def created_at(obj: Any) -> datetime | None:
+    """The object's metadata.creationTimestamp (the ownership tie-break); None when absent or
+    unreadable (the API server always sets it; a YAML file being checked has none)."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    text = metadata.get("creationTimestamp") if isinstance(metadata, Mapping) else None
+    if isinstance(text, datetime):  # YAML reads an unquoted timestamp as a datetime
+        return text if text.tzinfo is not None else text.replace(tzinfo=UTC)
+    if not isinstance(text, str):
+        return None
+    try:
+        return timestamps.parse_time(text)
+    except ValueError:
+        return None
 
 
 def parse_policy(obj: Any) -> domain.Policy:
@@ -118,7 +135,10 @@ def parse_policy(obj: Any) -> domain.Policy:
         raise InvalidPolicyError(name, errors)
     generation = meta.get("generation")
     return parse_spec(
-        obj["spec"], name=name, generation=generation if isinstance(generation, int) else 1
+        obj["spec"],
+        name=name,
+        generation=generation if isinstance(generation, int) else 1,
+        created_at=created_at(obj),
     )
 
 
@@ -145,6 +165,7 @@ def _match(model: ConditionMatch) -> domain.ConditionMatch:
         status=model.status,
         reason=model.reason,
         stale_after=_opt_duration(model.stale_after),
+        when_missing=model.when_missing or WhenMissing.Ignore,
     )
 
 
@@ -155,6 +176,7 @@ def _step(model: LadderStep) -> domain.Step:
         escalate_after=durations.parse(model.escalate_after),
         retries=model.retries,
         on_timeout=model.on_timeout,
+        on_pdb_blocked=model.on_pdb_blocked or OnPDBBlocked.Wait,
     )
 
 
@@ -200,7 +222,13 @@ def _actions(model: Actions) -> domain.Actions:
     )
 
 
-def to_domain(model: RemediationPolicySpec, *, name: str, generation: int = 1) -> domain.Policy:
+def to_domain(
+    model: RemediationPolicySpec,
+    *,
+    name: str,
+    generation: int = 1,
+    created_at: datetime | None = None,
+) -> domain.Policy:
     """A validated spec model -> Policy (call `parse_spec` unless the rules already ran)."""
     history = model.history
     rate = model.rate
@@ -226,12 +254,15 @@ def to_domain(model: RemediationPolicySpec, *, name: str, generation: int = 1) -
         require_approval=frozenset(model.require_approval),
         actions=_actions(model.actions),
         startup_grace=durations.parse(model.startup_grace),
+        weight=model.weight,
+        created_at=created_at,
     )
 
 
 __all__ = [
     "FieldError",
     "InvalidPolicyError",
+    "created_at",
     "parse_policy",
     "parse_spec",
     "to_domain",

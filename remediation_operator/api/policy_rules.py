@@ -1,9 +1,16 @@
-"""Rules a policy must follow that a schema cannot say: order, uniqueness, fields that go together.
+"""Rules a policy must follow beyond field types: order, uniqueness, fields that go together.
 
-They run on a spec that already passed the schema, and each names the field to change:
+The CRD carries each rule a schema can express as a CEL `x-kubernetes-validations` rule on the
+model (api/policy.py), so the API server refuses most of them at apply time; these checks are
+the operator's (and check-policy's), run on every generation whatever the server did (an
+object stored before a stricter CRD keeps its fields). They run on a spec that already passed
+the schema, and each names the field to change:
 - a ladder climbs: actions in `LADDER_ORDER`, none twice (a rung may be skipped);
 - a ladder that does not end in Replace sets `onExhausted` (docs/decisions.md D1);
-- `onTimeout: Force` only on Drain, and only with a `timeout` to run out;
+- `onTimeout: Force` and `onPDBBlocked` only on Drain, Force only with a `timeout` to run out;
+- a condition match names `status`, `reason` or `staleAfter` besides `type` (a bare type
+  never matches), and `whenMissing` only with `staleAfter` (it says what a never-reported
+  condition means for staleness);
 - fault names are unique (they name Remediations and metric labels);
 - a budget's `schedule` and `duration` come together, and the window is longer than zero;
 - budgets limit disruptive actions only (Cordon takes no work away; the breaker limits it);
@@ -15,7 +22,13 @@ They run on a spec that already passed the schema, and each names the field to c
 from __future__ import annotations
 
 from remediation_operator.api.field_errors import FieldError
-from remediation_operator.api.policy import Budget, Fault, LabelSelector, RemediationPolicySpec
+from remediation_operator.api.policy import (
+    Budget,
+    ConditionMatch,
+    Fault,
+    LabelSelector,
+    RemediationPolicySpec,
+)
 from remediation_operator.domain import durations
 from remediation_operator.domain.policy import DISRUPTIVE, LADDER_ORDER, Action, OnTimeout
 from remediation_operator.domain.selectors import Operator
@@ -52,8 +65,31 @@ def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]
     return errors
 
 
+def _match(match: ConditionMatch, path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if match.status is None and match.reason is None and match.stale_after is None:
+        errors.append(
+            FieldError(
+                path,
+                f"names only type {match.type!r}, which never matches a node: add `status`"
+                ' (e.g. "True"), `reason` (a regular expression) or `staleAfter`',
+            )
+        )
+    if match.when_missing is not None and match.stale_after is None:
+        errors.append(
+            FieldError(
+                f"{path}.whenMissing",
+                "applies only with `staleAfter` (a rule without it never fires on a missing"
+                " condition): add `staleAfter` or remove `whenMissing`",
+            )
+        )
+    return errors
+
+
 def _fault(fault: Fault, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
+    for j, match in enumerate(fault.match):
+        errors += _match(match, f"{path}.match[{j}]")
     previous: tuple[int, Action] | None = None
     for k, step in enumerate(fault.ladder):
         here = f"{path}.ladder[{k}]"
@@ -78,6 +114,14 @@ def _fault(fault: Fault, path: str) -> list[FieldError]:
                 )
         if previous is None or rank > LADDER_ORDER.index(previous[1]):
             previous = (k, step.action)
+        if step.on_pdb_blocked is not None and step.action is not Action.Drain:
+            errors.append(
+                FieldError(
+                    f"{here}.onPDBBlocked",
+                    f"applies only to Drain (the only step a PodDisruptionBudget can block),"
+                    f" not {step.action}",
+                )
+            )
         if step.on_timeout is OnTimeout.Force:
             if step.action is not Action.Drain:
                 errors.append(
@@ -122,8 +166,6 @@ def _budget(budget: Budget, path: str) -> list[FieldError]:
         errors.append(
             FieldError(f"{path}.duration", "must be longer than 0s: the window would never open")
         )
-    if not budget.actions:
-        errors.append(FieldError(f"{path}.actions", "must list at least one action"))
     for i, action in enumerate(budget.actions):
         if action not in DISRUPTIVE:
             errors.append(

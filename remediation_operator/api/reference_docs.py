@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from remediation_operator.api import openapi
+from remediation_operator.api import field_types, openapi
 from remediation_operator.api.policy import RemediationPolicySpec, RemediationPolicyStatus
 from remediation_operator.api.remediation import RemediationSpec, RemediationStatus
 from remediation_operator.domain import durations
@@ -80,8 +80,18 @@ def _details(node: dict[str, Any], required: bool) -> str:
         parts.append(f"Pattern `{node['pattern']}`.")
     if "minimum" in node:
         parts.append(f"Minimum {node['minimum']}.")
+    if "maximum" in node:
+        parts.append(f"Maximum {node['maximum']}.")
     if "minItems" in node:
         parts.append(f"At least {node['minItems']} item(s).")
+    if "maxItems" in node:
+        parts.append(f"At most {node['maxItems']} items.")
+    if "maxProperties" in node:
+        parts.append(f"At most {node['maxProperties']} entries.")
+    if node.get("pattern") == durations.PATTERN:
+        parts.append(f"At most {field_types.MAX_DURATION_TEXT}.")
+    elif "maxLength" in node and "enum" not in node:
+        parts.append(f"At most {node['maxLength']} characters.")
     if required:
         parts.append("**Required.**")
     return " ".join(p for p in parts if p)

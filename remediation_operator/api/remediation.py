@@ -7,6 +7,8 @@ RFC 3339 strings in UTC (`2026-11-30T11:02:00Z`), as Kubernetes writes them.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from remediation_operator.api.field_types import ReasonWord, Timestamp
@@ -60,6 +62,25 @@ class StepRecord(StatusModel):
     """One sentence for humans."""
 
 
+class RemediationCondition(StatusModel):
+    """A standard Kubernetes condition (metav1.Condition), derived from the phase."""
+
+    type: Literal["Ready", "Reconciling", "Stalled"]
+    """Ready: the incident is over and nothing is left to do (Succeeded or Cancelled).
+    Reconciling: the operator is still working on it. Stalled: it failed and needs a human.
+    These are the conditions kstatus (Argo CD, Flux, kpt) and `kubectl wait` read."""
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds."""
+    reason: ReasonWord
+    """One CamelCase word saying why (the incident's reason)."""
+    message: str = ""
+    """One sentence for humans."""
+    last_transition_time: Timestamp
+    """When the status last changed: the incident's start or its end."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The Remediation generation the condition was computed from."""
+
+
 class RemediationStatus(StatusModel):
     """The state of the incident: where it is on the ladder, why, and what happened so far."""
 
@@ -103,3 +124,15 @@ class RemediationStatus(StatusModel):
     """How the current step ended, once `stepFinishedAt` is set (Cancelled: interrupted)."""
     repeat_offender: bool = False
     """History sent this incident ahead on the ladder (`history.then`) after the cordon."""
+    evidence_at_step_end: ObservedCondition | None = None
+    """The matched Node condition as it was when the last disruptive step ended. A later
+    disruptive step needs the condition reported again since (its heartbeat, transition,
+    status or reason differ), also across an operator restart."""
+    evidence_seen_at: Timestamp | None = None
+    """When the operator (on its own clock) had last seen that condition change, as of the
+    step's end."""
+    conditions: list[RemediationCondition] = Field(
+        default=[],
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Ready, Reconciling and Stalled, in Kubernetes conventions (written from the phase)."""

@@ -17,6 +17,7 @@ from remediation_operator.api import field_errors, resources
 from remediation_operator.api.field_errors import FieldError
 from remediation_operator.api.remediation import (
     ObservedCondition,
+    RemediationCondition,
     RemediationSpec,
     RemediationStatus,
     StepRecord,
@@ -40,24 +41,51 @@ class InvalidStatusError(ValueError):
         super().__init__(f"Remediation {name or '(unnamed)'} cannot be read: {shown}")
 
 
-def to_status(state: domain.RemediationState) -> dict[str, Any]:
-    """The status a Remediation should show for `state` (camelCase, JSON-ready)."""
-    condition = state.condition
+def conditions(
+    state: domain.RemediationState, generation: int | None = None
+) -> list[RemediationCondition]:
+    """Ready, Reconciling and Stalled for `state`, as kstatus and `kubectl wait` read them.
+
+    kstatus (sigs.k8s.io/cli-utils/pkg/kstatus, used by Argo CD, Flux and kpt) reports a
+    custom resource InProgress while `Reconciling` is True, Failed while `Stalled` is True, and
+    Current otherwise; `Ready` is the condition most tools and people wait on. So: a running
+    incident is Reconciling; a Succeeded or Cancelled one is Ready (over, nothing left to do:
+    `status.phase` tells which); a Failed one is Stalled (it needs a human). Each condition
+    changes status only when the incident starts or ends, so `lastTransitionTime` is the start
+    or the end, derived from the state: the conditions need no memory of their own.
+    """
+    phase = state.phase
+    over = phase in domain.TERMINAL_PHASES
+    ended = state.finished_at or state.started_at
+    ready = phase in (domain.Phase.Succeeded, domain.Phase.Cancelled)
+    stalled = phase == domain.Phase.Failed
+    values = (
+        ("Ready", ready, ended if ready else state.started_at),
+        ("Reconciling", not over, ended if over else state.started_at),
+        ("Stalled", stalled, ended if stalled else state.started_at),
+    )
+    return [
+        RemediationCondition(
+            type=kind,
+            status="True" if holds else "False",
+            reason=state.reason,
+            message=state.message,
+            last_transition_time=format_time(since),
+            observed_generation=generation,
+        )
+        for kind, holds, since in values
+    ]
+
+
+def to_status(state: domain.RemediationState, generation: int | None = None) -> dict[str, Any]:
+    """The status a Remediation should show for `state` (camelCase, JSON-ready);
+    `generation` is the object's `metadata.generation`, for the conditions."""
     return RemediationStatus(
         phase=state.phase,
         reason=state.reason,
         message=state.message,
         fault=state.fault,
-        condition=None
-        if condition is None
-        else ObservedCondition(
-            type=condition.type,
-            status=condition.status,
-            reason=condition.reason,
-            message=condition.message,
-            last_transition_time=format_optional(condition.last_transition_time),
-            last_heartbeat_time=format_optional(condition.last_heartbeat_time),
-        ),
+        condition=_condition_status(state.condition),
         started_at=format_time(state.started_at),
         step_index=state.step_index,
         step=state.step,
@@ -84,7 +112,36 @@ def to_status(state: domain.RemediationState) -> dict[str, Any]:
         dry_run=state.dry_run,
         step_outcome=state.step_outcome,
         repeat_offender=state.repeat_offender,
+        evidence_at_step_end=_condition_status(state.evidence_at_step_end),
+        evidence_seen_at=format_optional(state.evidence_seen_at),
+        conditions=conditions(state, generation),
     ).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _condition_status(condition: domain.ObservedCondition | None) -> ObservedCondition | None:
+    if condition is None:
+        return None
+    return ObservedCondition(
+        type=condition.type,
+        status=condition.status,
+        reason=condition.reason,
+        message=condition.message,
+        last_transition_time=format_optional(condition.last_transition_time),
+        last_heartbeat_time=format_optional(condition.last_heartbeat_time),
+    )
+
+
+def _condition_state(condition: ObservedCondition | None) -> domain.ObservedCondition | None:
+    if condition is None:
+        return None
+    return domain.ObservedCondition(
+        type=condition.type,
+        status=condition.status,
+        reason=condition.reason,
+        message=condition.message,
+        last_transition_time=parse_optional(condition.last_transition_time),
+        last_heartbeat_time=parse_optional(condition.last_heartbeat_time),
+    )
 
 
 def from_status(
@@ -95,7 +152,6 @@ def from_status(
         model = RemediationStatus.model_validate(status, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise InvalidStatusError(name, field_errors.from_validation_error(exc, "status")) from None
-    condition = model.condition
     started_at = parse_time(model.started_at)
     return domain.RemediationState(
         name=name,
@@ -106,16 +162,7 @@ def from_status(
         reason=model.reason,
         message=model.message,
         started_at=started_at,
-        condition=None
-        if condition is None
-        else domain.ObservedCondition(
-            type=condition.type,
-            status=condition.status,
-            reason=condition.reason,
-            message=condition.message,
-            last_transition_time=parse_optional(condition.last_transition_time),
-            last_heartbeat_time=parse_optional(condition.last_heartbeat_time),
-        ),
+        condition=_condition_state(model.condition),
         step_index=model.step_index,
         step=model.step,
         attempt=model.attempt,
@@ -141,6 +188,8 @@ def from_status(
         dry_run=model.dry_run,
         step_outcome=model.step_outcome,
         repeat_offender=model.repeat_offender,
+        evidence_at_step_end=_condition_state(model.evidence_at_step_end),
+        evidence_seen_at=parse_optional(model.evidence_seen_at),
     )
 
 

@@ -2,14 +2,20 @@
 
 Runs exactly the validation the operator runs (schema, then semantic rules), so a policy is
 known good before it reaches a cluster. Prints `FILE: ok`, or one line per error naming the
-field. Exit 0 when all are valid, 1 when any is invalid, 2 when a file cannot be read or is not
-YAML (with the line and column).
+field. A valid policy also gets `FILE: info: ...` lines for what is easy to get wrong without
+being an error: for each `staleAfter` match, what a node that never reported the condition
+shows (`whenMissing`). Exit 0 when all are valid, 1 when any is invalid, 2 when a file cannot
+be read or is not YAML (with the line and column).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remediation_operator.domain.policy import Policy
 
 SUMMARY = "Validate RemediationPolicy YAML files offline; name every bad field."
 
@@ -20,6 +26,38 @@ EXIT_UNREADABLE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (multi-document ok)")
+
+
+def notes(policy: Policy) -> list[str]:
+    """Information lines for a valid policy: what each `staleAfter` match makes of a node that
+    never reported its condition (issue 12, defect 4: say what a missing condition means)."""
+    from remediation_operator.domain import durations
+    from remediation_operator.domain.policy import WhenMissing
+
+    lines: list[str] = []
+    for i, fault in enumerate(policy.faults):
+        for j, match in enumerate(fault.match):
+            if match.stale_after is None:
+                continue
+            where = f"spec.faults[{i}].match[{j}]"
+            stale = (
+                f"{match.type} with its heartbeat unchanged for"
+                f" {durations.format(match.stale_after)} shows fault {fault.name} (weak"
+                " evidence: cordon only)"
+            )
+            if match.when_missing is WhenMissing.Fault:
+                missing = (
+                    f"a selected node that never reported {match.type} shows it too"
+                    " (whenMissing: Fault): every selected node must run the agent that"
+                    " publishes it"
+                )
+            else:
+                missing = (
+                    f"a node that never reported {match.type} is not faulty (whenMissing:"
+                    " Ignore); set whenMissing: Fault if every selected node must report it"
+                )
+            lines.append(f"info: {where}: {stale}; {missing}")
+    return lines
 
 
 def _check(path: str) -> tuple[int, list[str]]:
@@ -41,12 +79,16 @@ def _check(path: str) -> tuple[int, list[str]]:
     if not documents:
         return EXIT_INVALID, [f"{path}: no YAML document found"]
     lines: list[str] = []
+    infos: list[str] = []
     for index, document in enumerate(documents, start=1):
         label = path if len(documents) == 1 else f"{path} (document {index})"
-        lines += [f"{label}: {error}" for error in policy_parsing.validate(document)]
+        errors = policy_parsing.validate(document)
+        lines += [f"{label}: {error}" for error in errors]
+        if not errors:
+            infos += [f"{label}: {note}" for note in notes(policy_parsing.parse_policy(document))]
     if lines:
         return EXIT_INVALID, lines
-    return EXIT_OK, [f"{path}: ok"]
+    return EXIT_OK, [f"{path}: ok", *infos]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,10 +26,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="namespace of the leader Lease and the executor Jobs"
         " (default: $POD_NAMESPACE, else remediation-system)",
     )
-    parser.add_argument("--lease-name", default="remediation-operator")
-    parser.add_argument("--lease-duration", default="15s", help="Go duration (default 15s)")
-    parser.add_argument("--renew-deadline", default="10s", help="Go duration (default 10s)")
-    parser.add_argument("--retry-period", default="2s", help="Go duration (default 2s)")
+    parser.add_argument(
+        "--executor-namespace",
+        default=os.environ.get("EXECUTOR_NAMESPACE") or None,
+        metavar="NAMESPACE",
+        help="namespace of the GPU-reset and reboot Jobs, which run privileged pods; keep it"
+        " apart from --namespace so that one can stay Pod Security `restricted`"
+        " (default: $EXECUTOR_NAMESPACE, else --namespace)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="kubeconfig to use (default: the first file in $KUBECONFIG, else ~/.kube/config,"
+        " else the in-cluster service account)",
+    )
+    parser.add_argument(
+        "--context",
+        default=None,
+        help="kubeconfig context to use (default: the kubeconfig's current-context)",
+    )
+    parser.add_argument(
+        "--lease-name",
+        default="remediation-operator",
+        help="name of the coordination.k8s.io Lease the replicas compete for, in --namespace"
+        " (default remediation-operator)",
+    )
+    parser.add_argument(
+        "--lease-duration",
+        default="15s",
+        help="how long a Lease is valid without renewal; a standby takes over after it"
+        " (Go duration, default 15s)",
+    )
+    parser.add_argument(
+        "--renew-deadline",
+        default="10s",
+        help="how long the leader keeps retrying a renewal before it stops acting"
+        " (Go duration, default 10s)",
+    )
+    parser.add_argument(
+        "--retry-period",
+        default="2s",
+        help="how often candidates try to acquire, and the leader renews, the Lease"
+        " (Go duration, default 2s)",
+    )
     parser.add_argument(
         "--identity",
         default=_default_identity(),
@@ -45,9 +85,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retention", default="720h", help="keep finished Remediations this long (720h)"
     )
-    parser.add_argument("--log-format", default="json", choices=["json", "console"])
     parser.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"]
+        "--log-format",
+        default="json",
+        choices=["json", "console"],
+        help="json: one JSON object per line (default); console: for people at a terminal",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="default info; debug adds one `reconciled` line per plan and kopf's watch logs",
     )
 
 
@@ -86,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         timings=timings,
         retention=retention,
         job_templates=templates,
+        executor_namespace=args.executor_namespace or args.namespace,
     )
     return process.main(
         process.Options(
@@ -93,5 +142,7 @@ def run(args: argparse.Namespace) -> int:
             metrics_address=address,
             log_format=args.log_format,
             log_level=args.log_level,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
         )
     )

@@ -75,6 +75,10 @@ def small(config: CircuitBreaker, health: Health) -> bool:
 def evolve(config: CircuitBreaker, previous: BreakerState, health: Health, now: datetime) -> Change:
     """The group's breaker after seeing `health` at `now`."""
     over = exceeded(config, health)
+    if previous.open and small(config, health):
+        # The group shrank below minNodes: a small pool never stays open (one node at a time
+        # is repaired instead), whatever it was when it was larger.
+        return Change(BreakerState(), Reason.CircuitClosed)
     if not previous.open:
         if over and not small(config, health):
             return Change(BreakerState(open=True, opened_at=now), Reason.CircuitOpen)

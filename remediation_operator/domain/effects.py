@@ -1,7 +1,9 @@
 """What the planner asks the engine to do: effects collected once, then applied once.
 
 Each effect is idempotent when applied (applying it twice leaves the same state), so an engine
-that crashed half-way can apply a plan again. In DryRun the planner emits only `Announce`.
+that crashed half-way can apply a plan again. In DryRun the planner emits only `Announce`,
+and the clean-up of what an earlier Enforce incident did (`Release`,
+`ProtectFromConsolidation(on=False)`): undoing our own effects never depends on the mode.
 """
 
 from __future__ import annotations

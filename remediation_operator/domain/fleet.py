@@ -14,8 +14,10 @@ from enum import StrEnum
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.remediation import RemediationState
 
-EXCLUDE_LABEL = "remediation.gpuops.io/exclude"
-"""`remediation.gpuops.io/exclude=true` on a Node keeps the operator away from it."""
+EXCLUDE_KEY = "remediation.gpuops.io/exclude"
+"""`remediation.gpuops.io/exclude=true` on a Node, as a label or as an annotation, keeps the
+operator away from it (issue 12, defect 14: both are honoured)."""
+EXCLUDE_LABEL = EXCLUDE_KEY
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class NodeView:
     release`): the node itself proves the cordon was ours, before any Remediation records it."""
     boot_id: str = ""
     created_at: datetime | None = None
+    excluded_by_annotation: bool = False
+    """The node carries the annotation `remediation.gpuops.io/exclude=true`."""
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -59,7 +63,17 @@ class NodeView:
 
     @property
     def excluded(self) -> bool:
-        return self.labels.get(EXCLUDE_LABEL) == "true"
+        """The node opted out: `remediation.gpuops.io/exclude=true` as a label or annotation."""
+        return self.excluded_by_annotation or self.labels.get(EXCLUDE_KEY) == "true"
+
+    @property
+    def exclusion(self) -> str:
+        """How the node opted out, for messages ("" when it did not)."""
+        if self.labels.get(EXCLUDE_KEY) == "true":
+            return f"the node is labelled {EXCLUDE_KEY}=true"
+        if self.excluded_by_annotation:
+            return f"the node is annotated {EXCLUDE_KEY}=true"
+        return ""
 
 
 class Progress(StrEnum):
@@ -87,6 +101,10 @@ class StepObservation:
     progress: Progress
     message: str = ""
     blocked_by_pdb: bool = False
+    pdbs: tuple[str, ...] = ()
+    """Drain: the PodDisruptionBudgets (`namespace/name`) that refused the last evictions."""
+    blocked_pods: tuple[str, ...] = ()
+    """Drain: the pods (`namespace/name`) whose eviction a PodDisruptionBudget refused."""
     permanent: bool = False
     """With Failed: the failure cannot be retried (escalate at once)."""
 

@@ -3,7 +3,8 @@
 DESIGN section 3's step outcome contract in one place: Succeeded waits `escalateAfter` and
 then climbs; TransientFailure retries with backoff within the step's timeout, up to `retries`;
 PermanentFailure and timeout climb at once. A drain that times out under `onTimeout: Force`
-is forced once instead. Repeat offenders (history) jump ahead after the cordon.
+is forced once instead. Repeat offenders (history) jump ahead after the cordon. The next step
+is found by action (`next_after`), so an edited ladder never repeats a step that ran.
 """
 
 from __future__ import annotations
@@ -92,11 +93,6 @@ def retry_at(step: Step, attempt: int, failed_at: datetime, first_started_at: da
     return at if limit is None else min(at, limit)
 
 
-def pace(started_at: datetime, now: datetime) -> timedelta:
-    """How long to wait before re-checking a step in progress: doubles with its age, 10s..5m."""
-    return min(max(now - started_at, BACKOFF_BASE), BACKOFF_CAP)
-
-
 def _rank(action: Action) -> int:
     return LADDER_ORDER.index(action)
 
@@ -110,23 +106,34 @@ def first(ladder: tuple[Step, ...], skip_to: Action | None = None) -> int | None
     return _jump(ladder, 0, skip_to)
 
 
-def following(ladder: tuple[Step, ...], current: int, skip_to: Action | None = None) -> int | None:
-    """Index of the step after `current`; None when the ladder is exhausted.
-
-    A repeat offender (`skip_to` set) goes from its cordon straight to the first step whose
-    action is at least `skip_to` in LADDER_ORDER (or the last step when none is).
-    """
-    nxt = current + 1
-    if nxt >= len(ladder):
-        return None
-    if skip_to is not None and ladder[current].action is Action.Cordon:
-        return _jump(ladder, nxt, skip_to)
-    return nxt
-
-
 def _jump(ladder: tuple[Step, ...], start: int, skip_to: Action) -> int:
     target = _rank(skip_to)
     for i in range(start, len(ladder)):
         if _rank(ladder[i].action) >= target:
             return i
     return len(ladder) - 1
+
+
+def index_of(ladder: tuple[Step, ...], action: Action | None) -> int | None:
+    """Where `action` is in the (possibly edited) ladder; None: not there (or no action)."""
+    if action is None:
+        return None
+    return next((i for i, step in enumerate(ladder) if step.action is action), None)
+
+
+def next_after(
+    ladder: tuple[Step, ...], action: Action, skip_to: Action | None = None
+) -> int | None:
+    """Index of the first step whose action comes after `action` in LADDER_ORDER.
+
+    An incident's position is the action it reached, not an index: a ladder edited
+    mid-incident (a rung inserted or removed) is followed on from that action, so a step that
+    already ran is never run again. A repeat offender (`skip_to`) jumps after its cordon.
+    """
+    rank = _rank(action)
+    for i, step in enumerate(ladder):
+        if _rank(step.action) > rank:
+            if skip_to is not None and action is Action.Cordon:
+                return _jump(ladder, i, skip_to)
+            return i
+    return None

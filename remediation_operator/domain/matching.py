@@ -1,24 +1,40 @@
 """Which fault of a policy a node shows right now, and how strong the evidence is.
 
 Node agents publish faults as conditions; the policy lists faults in severity order. A node
-that matches several takes the first listed. A stale heartbeat, a missing condition or an
-Unknown status is *weak* evidence (fail closed: enough to cordon, never enough to disrupt).
+that matches several takes the first listed. Weak evidence (fail closed: enough to cordon,
+never enough to disrupt) is: a status Unknown; a condition gone stale; a status/reason match
+on a condition gone stale; a condition the policy expects (`whenMissing: Fault`) that the
+node never reported.
+
+Staleness is measured on OUR clock (docs/decisions.md, "evidence is judged on our clock"): a
+condition is stale when `now - Condition.observed_at > staleAfter`, `observed_at` being when
+the operator last saw its heartbeat, status or reason change. The remote `lastHeartbeatTime`
+is never compared with our clock, so an agent or node whose clock is off (a heartbeat a year
+in the future, or ten minutes in the past at start-up) is judged by whether it keeps beating.
+A condition with no `observed_at` (a caller that does not track observations) is never stale.
+
+The freshness window of a condition type is the smallest `staleAfter` any rule of the policy
+gives that type: a status/reason match on a condition older than that is weak, whichever
+fault the `staleAfter` rule belongs to (the window is a property of the source, not of one
+fault). A `staleAfter` rule fires on a node that never carried its condition only with
+`whenMissing: Fault`: a source that never reported is not a stale source.
 
 The planner matches every selected node on every plan (the breaker and the policy's counts
 need all of them), so the policy's faults are compiled once into a per-condition-type index
-and a node costs one dictionary look-up per condition it carries.
+and a node costs one dictionary look-up per condition it carries. Reason patterns run on RE2
+(`domain.patterns`): linear time whatever the pattern.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 
+from remediation_operator.domain import durations, patterns
 from remediation_operator.domain.fleet import Condition, NodeView
-from remediation_operator.domain.policy import ConditionMatch, Fault
+from remediation_operator.domain.policy import ConditionMatch, Fault, WhenMissing
 
 UNKNOWN = "Unknown"
 
@@ -32,7 +48,18 @@ class Match:
     """Position of the fault in `policy.faults`: 0 is the most severe."""
     condition: Condition | None
     weak: bool
-    """Only a stale heartbeat, a missing condition or status Unknown: cordon, never disrupt."""
+    """Status Unknown, a stale condition, or a missing one: cordon, never disrupt."""
+    rule: ConditionMatch
+    """The rule of `fault` that fired; its `type` names the condition even when it is missing."""
+    stale: bool = False
+    """The condition was not seen to change for longer than its freshness window."""
+    observed_at: datetime | None = None
+    """The condition's `observed_at` (our clock): the evidence is no newer than this. None when
+    the condition is missing or its observation is not tracked."""
+
+    @property
+    def condition_type(self) -> str:
+        return self.rule.type
 
 
 @dataclass(frozen=True)
@@ -40,48 +67,62 @@ class _Rule:
     severity: int
     fault: Fault
     match: ConditionMatch
-    reason: re.Pattern[str] | None
+    reason: patterns.Pattern | None
 
 
 @dataclass(frozen=True)
 class _Index:
     by_type: dict[str, tuple[_Rule, ...]]
     """Every rule, by the condition type it looks at, most severe first."""
-    stale: tuple[_Rule, ...]
-    """Rules with `stale_after`: they also fire when their condition is missing."""
+    windows: dict[str, tuple[timedelta, tuple[timedelta, ...]]]
+    """By condition type: its freshness window (the smallest `staleAfter` of the policy for
+    that type) and every distinct `staleAfter` given to it (instants an answer may change)."""
+    missing: tuple[_Rule, ...]
+    """`staleAfter` rules with `whenMissing: Fault`: they fire when their condition is absent."""
 
 
-@lru_cache(maxsize=64)
-def _index(faults: tuple[Fault, ...]) -> _Index:
+@lru_cache(maxsize=128)
+def _index(faults: tuple[Fault, ...], only: str | None = None) -> _Index:
+    """The rules of `faults` (of the fault named `only`, if given); windows from all of them."""
     by_type: dict[str, list[_Rule]] = {}
-    stale: list[_Rule] = []
+    stale_afters: dict[str, set[timedelta]] = {}
+    missing: list[_Rule] = []
     for severity, fault in enumerate(faults):
         for m in fault.match:
-            pattern = re.compile(m.reason) if m.reason is not None else None
+            if m.stale_after is not None:
+                stale_afters.setdefault(m.type, set()).add(m.stale_after)
+            if only is not None and fault.name != only:
+                continue
+            pattern = patterns.compile(m.reason) if m.reason is not None else None
             rule = _Rule(severity, fault, m, pattern)
             by_type.setdefault(m.type, []).append(rule)
-            if m.stale_after is not None:
-                stale.append(rule)
-    return _Index({t: tuple(rules) for t, rules in by_type.items()}, tuple(stale))
+            if m.stale_after is not None and m.when_missing is WhenMissing.Fault:
+                missing.append(rule)
+    windows = {t: (min(s), tuple(sorted(s))) for t, s in stale_afters.items()}
+    return _Index({t: tuple(r) for t, r in by_type.items()}, windows, tuple(missing))
 
 
-def _evidence(rule: _Rule, condition: Condition, now: datetime) -> bool | None:
-    """None: no fault. False: strong evidence. True: weak evidence (stale or Unknown).
+def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> bool | None:
+    """None: no fault. False: strong evidence. True: weak evidence.
 
-    A rule that names only a type and `staleAfter` fires on staleness alone; a rule that names
-    only a type (no status, reason or staleAfter) never fires.
+    A status/reason match is weak when the status is Unknown or the condition is stale (its
+    type's freshness window passed). A rule with `staleAfter` fires on its own window passing.
+    A rule that names only a type (no status, reason or staleAfter) never fires.
     """
     m = rule.match
     if m.status is not None or rule.reason is not None:
         status_ok = m.status is None or condition.status == m.status
         if status_ok and (rule.reason is None or rule.reason.fullmatch(condition.reason)):
-            return condition.status == UNKNOWN
-    stale_after: timedelta | None = m.stale_after
-    if stale_after is not None:
-        beat = condition.last_heartbeat_time
-        if beat is None or now - beat > stale_after:
-            return True
+            return stale or condition.status == UNKNOWN
+    if m.stale_after is not None and _older(condition, m.stale_after, now):
+        return True
     return None
+
+
+def _older(condition: Condition, window: timedelta, now: datetime) -> bool:
+    """Not seen to change for longer than `window` (on our clock)."""
+    seen = condition.observed_at
+    return seen is not None and now - seen > window
 
 
 _CACHE_LIMIT = 250_000
@@ -91,14 +132,22 @@ _CACHE_LIMIT = 250_000
 class Matcher:
     """The faults of one policy compiled for matching many nodes at one instant.
 
-    Answers are remembered per NodeView object (frozen: its conditions cannot change) for as
-    long as no heartbeat can go stale, so re-planning a large, mostly unchanged fleet costs a
-    dictionary look-up per node. The memory is an optimisation only: results are identical.
+    Answers are remembered per NodeView object (frozen: its conditions and their observation
+    times cannot change) for as long as no condition can go stale, so re-planning a large,
+    mostly unchanged fleet costs a dictionary look-up per node. The memory is an optimisation
+    only: results are identical.
+
+    `only`: match just the fault of that name, still with the whole policy's freshness windows
+    (the re-check of one incident's fault).
     """
 
-    def __init__(self, faults: tuple[Fault, ...]) -> None:
-        self._index = _index(faults)
-        self._cache = _caches(faults)
+    def __init__(self, faults: tuple[Fault, ...], only: str | None = None) -> None:
+        self._index = _index(faults, only)
+        self._cache = _caches(faults, only)
+        self.next_change: datetime | None = None
+        """After `faulty`: the first instant at which one of those nodes' answers may change
+        with time alone (a condition going stale); None: none will. A plan that does not
+        wake by then misses a source going silent until some other event."""
 
     def match(self, node: NodeView, now: datetime) -> Match | None:
         """The most severe fault the node shows now; strong evidence wins at equal rank."""
@@ -109,22 +158,28 @@ class Matcher:
 
     def faulty(self, nodes: Mapping[str, NodeView], now: datetime) -> dict[str, Match]:
         """`match` for every node, keeping only those that show a fault (one tight loop)."""
-        get = self._cache.get
+        cache = self._cache
+        get = cache.get
         remember = self._remember
         out: dict[str, Match] = {}
+        earliest: datetime | None = None
         for name, node in nodes.items():
             entry = get(id(node))
-            if entry is not None and entry[0] is node and entry[1] <= now <= entry[2]:
-                found = entry[3]
-            else:
-                found = remember(node, now)
+            if entry is None or entry[0] is not node or not entry[1] <= now <= entry[2]:
+                remember(node, now)
+                entry = cache[id(node)]
+            until = entry[2]
+            if (earliest is None or until < earliest) and until - entry[1] < _FOREVER:
+                earliest = until
+            found = entry[3]
             if found is not None:
                 out[name] = found
+        self.next_change = None if earliest is None else earliest + _TICK
         return out
 
     def evaluate(self, node: NodeView, now: datetime) -> tuple[Match | None, datetime | None]:
         """`match` without the memory, and the last instant the answer holds (None: for as
-        long as the node is unchanged; after it, a fresh heartbeat may have gone stale)."""
+        long as the node is unchanged; after it, a condition may have gone stale)."""
         return self._evaluate(node, now)
 
     def _remember(self, node: NodeView, now: datetime) -> Match | None:
@@ -136,38 +191,53 @@ class Matcher:
         return found
 
     def _evaluate(self, node: NodeView, now: datetime) -> tuple[Match | None, datetime | None]:
-        """The answer, and until when it holds (a fresh heartbeat may go stale; None: ever)."""
+        """The answer, and until when it holds (a condition may go stale; None: ever)."""
         index = self._index
         by_type = index.by_type
+        windows = index.windows
         best: Match | None = None
         until: datetime | None = None
-        seen: set[str] | None = set() if index.stale else None
+        seen: set[str] | None = set() if index.missing else None
         for condition in node.conditions:
             if seen is not None:
                 seen.add(condition.type)
             rules = by_type.get(condition.type)
             if rules is None:
                 continue
+            stale = False
+            window = windows.get(condition.type)
+            observed = condition.observed_at
+            if window is not None and observed is not None:
+                stale = now - observed > window[0]
+                for each in window[1]:
+                    # The instants this condition's answers change with time alone: its type's
+                    # window (strong -> weak) and each rule's own staleAfter (a stale fault).
+                    goes_stale = observed + each
+                    if now <= goes_stale and (until is None or goes_stale < until):
+                        until = goes_stale
             for rule in rules:
                 if best is not None and (
                     rule.severity > best.severity
                     or (rule.severity == best.severity and not best.weak)
                 ):
                     break
-                weak = _evidence(rule, condition, now)
+                weak = _evidence(rule, condition, stale, now)
                 if weak is not None:
-                    best = Match(rule.fault, rule.severity, condition, weak)
-                stale_after = rule.match.stale_after
-                beat = condition.last_heartbeat_time
-                if stale_after is not None and beat is not None and now - beat <= stale_after:
-                    goes_stale = beat + stale_after
-                    until = goes_stale if until is None else min(until, goes_stale)
+                    best = Match(
+                        rule.fault,
+                        rule.severity,
+                        condition,
+                        weak,
+                        rule.match,
+                        stale,
+                        observed,
+                    )
         if seen is not None:
-            for rule in index.stale:
+            for rule in index.missing:
                 if rule.match.type in seen:
                     continue
                 if best is None or rule.severity < best.severity:
-                    best = Match(rule.fault, rule.severity, None, True)
+                    best = Match(rule.fault, rule.severity, None, True, rule.match)
         return best, until
 
 
@@ -175,10 +245,13 @@ _Entry = tuple[NodeView, datetime, datetime, Match | None]
 """(node, computed at, valid until, answer): valid for any `now` between the two instants."""
 
 _FOREVER = timedelta(days=365 * 100)
+TICK = timedelta(microseconds=1)
+"""An answer holds up to and including its `until`; it may differ from the next instant on."""
+_TICK = TICK
 
 
-@lru_cache(maxsize=64)
-def _caches(faults: tuple[Fault, ...]) -> dict[int, _Entry]:
+@lru_cache(maxsize=128)
+def _caches(faults: tuple[Fault, ...], only: str | None = None) -> dict[int, _Entry]:
     """One answer memory per set of faults (a policy edit starts a fresh one)."""
     return {}
 
@@ -188,6 +261,33 @@ def match(node: NodeView, faults: tuple[Fault, ...], now: datetime) -> Match | N
     return Matcher(faults).match(node, now)
 
 
-def match_fault(node: NodeView, fault: Fault, now: datetime) -> Match | None:
-    """Whether the node shows this one fault now (the re-check before a step)."""
-    return match(node, (fault,), now)
+def match_fault(
+    node: NodeView, fault: Fault, now: datetime, faults: tuple[Fault, ...] | None = None
+) -> Match | None:
+    """Whether the node shows this one fault now (the re-check before a step).
+
+    `faults`: the policy's faults, whose `staleAfter` rules set the freshness windows (a
+    status/reason match on a condition the policy deems stale is weak even when the
+    `staleAfter` rule belongs to another fault). None: `fault` alone.
+    """
+    if faults is None or fault not in faults:
+        return Matcher((fault,)).match(node, now)
+    return Matcher(faults, only=fault.name).match(node, now)
+
+
+def describe(found: Match, now: datetime) -> str:
+    """The evidence in a few words, naming the condition the rule looked at (for messages):
+    `GPUProblem=True (XID79)`, `GPUProblem=True (XID79), weak evidence: not seen to change for
+    16m`, `condition GPUProblem never reported`."""
+    condition = found.condition
+    if condition is None:
+        return f"condition {found.condition_type} never reported (whenMissing: Fault)"
+    text = f"{condition.type}={condition.status} ({condition.reason or 'no reason'})"
+    if found.stale and condition.observed_at is not None:
+        age = durations.format(
+            timedelta(seconds=int((now - condition.observed_at).total_seconds()))
+        )
+        return f"{text}, weak evidence: not seen to change for {age}"
+    if found.weak:
+        return f"{text}, weak evidence"
+    return text

@@ -78,7 +78,7 @@ class WhenMissing(StrEnum):
 
 
 class OnPDBBlocked(StrEnum):
-    """What a Drain whose timeout passed does while a PodDisruptionBudget still refuses evictions."""
+    """What a Drain past its timeout does while a PodDisruptionBudget still refuses evictions."""
 
     Wait = "Wait"
     """Keep the node drained-so-far and retry evictions until the PDB allows them (the default,

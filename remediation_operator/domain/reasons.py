@@ -100,3 +100,8 @@ class Reason(StrEnum):
     UnrecordedCordonReleased = "UnrecordedCordonReleased"
     """A node carried our cordon with no Remediation recording it (the operator stopped between
     its cordon and its record) and shows no fault: the quarantine is removed."""
+
+    # Added with the one gate list (issue 12)
+    OwnedByOtherPolicy = "OwnedByOtherPolicy"
+    """Another RemediationPolicy selecting the node owns it (an active Remediation there, or a
+    higher spec.weight, then the older policy, then the name): this one opens nothing there."""

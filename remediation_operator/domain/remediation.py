@@ -61,7 +61,9 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class ObservedCondition:
-    """The node condition that matched, as it was seen when the incident opened."""
+    """The node condition that matched, as it was seen when the incident opened (or, for an
+    incident that ended Failed or cancelled by an administrator's uncordon, as it was then: a
+    new incident opens only once that condition has transitioned since)."""
 
     type: str
     status: str
@@ -104,24 +106,40 @@ class RemediationState:
     """How the current step ended once `step_finished_at` is set (Cancelled: interrupted)."""
     repeat_offender: bool = False
     """History sent this episode ahead: after the cordon it jumps to `history.then`."""
+    evidence_at_step_end: ObservedCondition | None = None
+    """The matched condition as it was when the last disruptive step (attempt) ended, remote
+    times included (None: missing then, or not recorded). Evidence counts as reported after
+    that step only if its remote heartbeat, transition, status or reason differ from these:
+    our own observation times restart with the operator, remote times do not, and remote
+    times are only ever compared with remote times (docs/decisions.md, the evidence rule)."""
+    evidence_seen_at: datetime | None = None
+    """Our clock's `observed_at` of that condition when the step ended (None: not tracked).
+    If it has moved since while the remote values did not, our clock saw a change the node
+    did not make: a restart's first sighting."""
 
     @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
 
+APPROVE_ANNOTATION = "remediation.gpuops.io/approve"
+"""On a Remediation: comma-separated actions a human approved (e.g. `Replace`)."""
+
 MAX_NAME = 253
 """A Remediation's name is a DNS subdomain: at most 253 characters."""
 
 
-def name_for(node: str, started_at: datetime, taken: Collection[str] = ()) -> str:
-    """`<node>-<yyyymmdd>t<hhmm>` (UTC), unique among `taken` and valid for any node name.
+def name_for(node: str, started_at: datetime, taken: Collection[str] = (), policy: str = "") -> str:
+    """`<node>-<p>-<yyyymmdd>t<hhmm>` (UTC), unique among `taken` and valid for any node name.
 
-    A second episode of the same node in the same minute gets seconds too (`t110215`). When
-    the node name is too long, it is cut and a hash of the whole name keeps the result unique.
+    `<p>` is 5 hex digits of the policy's name: Remediations are cluster-wide objects and two
+    policies selecting one node must never compete for one name (without a policy, it is left
+    out). A second episode of the same node in the same minute gets seconds too (`t110215`).
+    When the node name is too long, it is cut and a hash of the whole name keeps it unique.
     """
+    owner = "-" + hashlib.sha256(policy.encode()).hexdigest()[:5] if policy else ""
     for fmt in ("%Y%m%dt%H%M", "%Y%m%dt%H%M%S"):
-        name = _fit(node.lower(), "-" + started_at.strftime(fmt))
+        name = _fit(node.lower(), owner + "-" + started_at.strftime(fmt))
         if name not in taken:
             return name
     return name

@@ -65,7 +65,13 @@ def transitions(old: RemediationState | None, new: RemediationState) -> Iterator
         }
         if previous is None:
             yield StepTransition(reason=Reason.StepStarted, **common)
-        if record.outcome is not None and (previous is None or previous.outcome is None):
+        # A step a flap interrupted is reopened in place (same record) and may end again.
+        fresh = (
+            previous is None
+            or previous.outcome is None
+            or previous.finished_at != record.finished_at
+        )
+        if record.outcome is not None and fresh:
             end = record.finished_at
             yield StepTransition(
                 reason=record.reason,

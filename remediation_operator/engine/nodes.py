@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from remediation_operator.domain.fleet import Condition, NodeView
+from remediation_operator.domain.fleet import EXCLUDE_KEY, Condition, NodeView
 
 QUARANTINE_TAINT = "remediation.gpuops.io/quarantine"
 """Our taint key (effect NoSchedule, value: the fault's name)."""
@@ -67,7 +67,9 @@ def _labels(metadata: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
+def _conditions(
+    status: Mapping[str, Any], observed: Mapping[str, datetime]
+) -> tuple[Condition, ...]:
     raw = status.get("conditions")
     if not isinstance(raw, list):
         return ()
@@ -88,6 +90,7 @@ def _conditions(status: Mapping[str, Any]) -> tuple[Condition, ...]:
                 message=_text(item.get("message")),
                 last_heartbeat_time=parse_time(item.get("lastHeartbeatTime")),
                 last_transition_time=parse_time(item.get("lastTransitionTime")),
+                observed_at=observed.get(type_),
             )
         )
     return tuple(out)
@@ -115,8 +118,16 @@ def labels_of(node: Mapping[str, Any]) -> dict[str, str]:
     return _labels(_mapping(node.get("metadata")))
 
 
-def to_view(node: Mapping[str, Any]) -> NodeView:
-    """Reduce a Node object to the planner's NodeView; never raises on odd content."""
+_NOT_OBSERVED: Mapping[str, datetime] = {}
+
+
+def to_view(node: Mapping[str, Any], observed: Mapping[str, datetime] | None = None) -> NodeView:
+    """Reduce a Node object to the planner's NodeView; never raises on odd content.
+
+    `observed`: by condition type, when the operator last saw the condition change, on its own
+    clock (`engine.condition_clock`); it becomes `Condition.observed_at`, from which staleness
+    is judged. A condition without one is never stale: every caller that runs policies
+    (the runtime's node cache, the in-memory cluster) passes it."""
     metadata = _mapping(node.get("metadata"))
     spec = _mapping(node.get("spec"))
     status = _mapping(node.get("status"))
@@ -124,11 +135,12 @@ def to_view(node: Mapping[str, Any]) -> NodeView:
     return NodeView(
         name=_text(metadata.get("name")),
         labels=_labels(metadata),
-        conditions=_conditions(status),
+        conditions=_conditions(status, _NOT_OBSERVED if observed is None else observed),
         unschedulable=spec.get("unschedulable") is True,
         quarantined=_quarantined(spec),
         quarantined_by=_text(annotations.get(QUARANTINED_BY_ANNOTATION)),
         uncordon_on_release=annotations.get(UNCORDON_ON_RELEASE_ANNOTATION) == "true",
+        excluded_by_annotation=annotations.get(EXCLUDE_KEY) == "true",
         boot_id=_text(_mapping(status.get("nodeInfo")).get("bootID")),
         created_at=parse_time(metadata.get("creationTimestamp")),
     )
@@ -202,6 +214,10 @@ def classify(
 ) -> Change:
     """What this Node update means: see `is_relevant_change` for RELEVANT, `Change` for the rest.
 
+    `stale_after` compares the new heartbeat with the old one only (two remote instants, never
+    with our clock). The runtime's node cache passes None: it judges the end of a staleness
+    on its own clock from when it last saw the condition change (`engine.condition_clock`).
+
     Called on every watch event, so it compares raw values and parses no timestamp unless a
     policy sets `staleAfter` and a watched heartbeat moved.
     """
@@ -210,9 +226,11 @@ def classify(
     old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
     if old_meta.get("labels") != new_meta.get("labels"):
         return Change.RELEVANT
-    if _mapping(old_meta.get("annotations")).get(AGENT_ACK_ANNOTATION) != _mapping(
-        new_meta.get("annotations")
-    ).get(AGENT_ACK_ANNOTATION):
+    old_notes = _mapping(old_meta.get("annotations"))
+    new_notes = _mapping(new_meta.get("annotations"))
+    if old_notes.get(AGENT_ACK_ANNOTATION) != new_notes.get(AGENT_ACK_ANNOTATION):
+        return Change.RELEVANT
+    if old_notes.get(EXCLUDE_KEY) != new_notes.get(EXCLUDE_KEY):
         return Change.RELEVANT
     old_spec, new_spec = _mapping(old.get("spec")), _mapping(new.get("spec"))
     if (old_spec.get("unschedulable") is True) != (new_spec.get("unschedulable") is True):
@@ -258,10 +276,11 @@ def is_relevant_change(
     """Could this Node update change a decision? Cheap; called on every watch event.
 
     Relevant: the node appeared or went away; a watched condition (or Ready) appeared,
-    disappeared, or changed status or reason; spec.unschedulable, taints, labels, bootID or our
-    agent-ack annotation changed. A heartbeat-only change matters only when it could end
-    staleness: a heartbeat appearing, or advancing by more than `stale_after` (the smallest
-    `staleAfter` of the policies; None: heartbeats alone are never relevant). Becoming stale
-    needs no event: the planner wakes itself at that deadline.
+    disappeared, or changed status or reason; spec.unschedulable, taints, labels, bootID, our
+    agent-ack annotation or the exclude annotation (an opt-out) changed. A heartbeat-only
+    change matters only when it could end staleness: a heartbeat appearing, or advancing by
+    more than `stale_after` (None: heartbeats alone are never relevant; the runtime's node
+    cache judges this on its own clock instead). Becoming stale needs no event: the runtime
+    wakes the node's policies at that deadline (`handlers.node_cache`).
     """
     return classify(old, new, watched_condition_types, stale_after) is Change.RELEVANT

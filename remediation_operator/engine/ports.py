@@ -10,10 +10,12 @@ Contract for every implementation:
 - Effect methods are idempotent: applying one twice leaves the same state as applying it once
   (creating a Job that already exists, deleting a NodeClaim already gone, cordoning a cordoned
   node are successes). The engine relies on this to re-apply an effect after a crash.
-- Errors are only the three below. `NotFound` for a vanished object, `Conflict` for a stale
-  write (optimistic concurrency) or a create that finds the object already there, `Transient`
-  for anything worth retrying (timeouts, 5xx, 429 other than an eviction refused by a PDB,
-  which is a normal `DrainStatus`, not an error). Anything else is a bug and propagates.
+- Errors are only the four below. `Refused` for a step that cannot be done on this node as
+  the policy asks (permanent, with the reason), `NotFound` for a vanished object, `Conflict`
+  for a stale write (optimistic concurrency) or a create that finds the object already there,
+  `Transient` for anything worth retrying (timeouts, 5xx, 429 other than an eviction refused
+  by a PDB, which is a normal `DrainStatus`, not an error). Anything else is a bug and
+  propagates.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ class Conflict(PortError):  # noqa: N818
     """
 
 
+class Refused(PortError):  # noqa: N818
+    """The step cannot be carried out on this node the way the policy asks, and retrying will
+    not change that (Replace with the Karpenter provider on a node that has no NodeClaim, or
+    with no NodeClaim CRD installed). The message says why and what to do instead; the step
+    fails at once (status, Event and log), it does not wait out its timeout."""
+
+
 class Transient(PortError):  # noqa: N818
     """A failure worth retrying later; `retry_after` is the implementation's hint."""
 
@@ -75,6 +84,10 @@ class DrainStatus:
     blocked_by_pdb: bool = False
     attempted: bool = False
     message: str = ""
+    pdbs: tuple[str, ...] = ()
+    """With `blocked_by_pdb`: the PodDisruptionBudgets (`namespace/name`) that refused."""
+    blocked_pods: tuple[str, ...] = ()
+    """With `blocked_by_pdb`: the pods (`namespace/name`) whose eviction was refused."""
 
 
 @dataclass(frozen=True)
@@ -113,10 +126,11 @@ class PolicyState:
 class Explanation:
     """One explained decision, ready to become Kubernetes Events and a log line.
 
-    Events go on the Node (when `node` is not empty) and on the Remediation (when
+    Events go on the Node (when `node` is not empty), else on the Remediation (when
     `remediation` is set); a policy-wide decision (node `""`, e.g. CircuitOpen) goes on the
-    RemediationPolicy. Implementations deduplicate by (object, reason, message) and count
-    repeats, like the Kubernetes event recorder.
+    RemediationPolicy; a Cordon's start is not posted (handlers/event_queue.py).
+    Implementations deduplicate by (object, reason, message) and count repeats, like the
+    Kubernetes event recorder.
     """
 
     policy: str
@@ -177,8 +191,10 @@ class ClusterPort(Protocol):
         ...
 
     async def replacement_status(self, node: str, provider: ReplaceProvider) -> Progress:
-        """Succeeded when the node (Karpenter: its NodeClaim) is gone; InProgress while its
-        deletion runs (Manual: the node is labelled); Absent when nothing was requested."""
+        """Succeeded only when the node (Karpenter: its NodeClaim) is observed gone; InProgress
+        while its deletion runs (Manual: the node is labelled); Absent when nothing was
+        requested. `Refused` when the provider cannot replace this node (Karpenter: the node
+        has no NodeClaim, or the NodeClaim CRD is not installed)."""
         ...
 
     # Effects (one per domain.effects type, all idempotent) -----------------------------------
@@ -219,7 +235,8 @@ class ClusterPort(Protocol):
         ...
 
     async def replace(self, node: str, provider: ReplaceProvider) -> None:
-        """Karpenter: delete the NodeClaim; DeleteNode: delete the Node; Manual: label it."""
+        """Karpenter: delete the NodeClaim; DeleteNode: delete the Node; Manual: label it.
+        `Refused` when the provider cannot replace this node (as `replacement_status`)."""
         ...
 
 
@@ -274,11 +291,11 @@ class Recorder(Protocol):
         ...
 
     def step(self, transition: StepTransition) -> None:
-        """`actions_total{action,result}` and, when it ended, `step_duration_seconds`."""
+        """`steps_started_total` or `steps_finished_total{outcome}` and `step_duration_seconds`."""
         ...
 
     def applied(self, policy: str, effect: str, node: str, result: str) -> None:
-        """An effect was carried out (`result`: ok, node_gone, failed, skipped_dry_run)."""
+        """An effect was carried out (`result`: ok, node_gone, failed, skipped_dry_run, refused)."""
         ...
 
     def summarised(self, policy: str, state: PolicyState, blocked: Mapping[Reason, int]) -> None:

@@ -38,7 +38,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
-from remediation_operator.domain import planner
+from remediation_operator.domain import gates, planner
+from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.effects import (
     Announce,
     Cordon,
@@ -64,13 +65,19 @@ from remediation_operator.engine.ports import (
     NotFound,
     PolicyState,
     Ports,
+    Refused,
     RemediationRecord,
     StepTransition,
     Transient,
 )
 
-APPROVE_ANNOTATION = "remediation.gpuops.io/approve"
+APPROVE_ANNOTATION = gates.APPROVE_ANNOTATION
 """On a Remediation: comma-separated actions a human approved (e.g. `Replace`)."""
+
+FOREIGN_NAME_BACKOFF = timedelta(seconds=30)
+"""A create that found the name taken by a Remediation of another policy is tried again after
+this, not at once (names carry the policy, so this means a stray object; issue 12 saw a
+collision spin a core)."""
 
 IMMEDIATE_RETRIES = 2
 """A `Transient` failure is retried at once this many times; after that the call returns a
@@ -104,7 +111,11 @@ class EffectResult(StrEnum):
     failed = "failed"
     """Transient after the immediate retries; a wake-up at the port's hint is scheduled."""
     skipped_dry_run = "skipped_dry_run"
-    """The policy is in DryRun: nothing on the cluster is changed."""
+    """The policy is in DryRun: nothing on the cluster is changed (except undoing what an
+    earlier Enforce incident did, which never depends on the mode)."""
+    refused = "refused"
+    """The port said the step cannot be done on this node (`Refused`); the next observation
+    reports the step failed for good, with the reason."""
 
 
 @dataclass(frozen=True)
@@ -224,22 +235,21 @@ def _resume_effects(
 ) -> list[Effect]:
     """The effect of the recorded step, when observation shows it was never carried out."""
     name, step = state.node, state.step
-    protect: list[Effect] = [ProtectFromConsolidation(name, True)]
+    if step is None:
+        return []
+    meaning = ACTIONS[step]
     if step is Action.Cordon:
         # Only when our taint is absent: cordon and taint go in one write, so a taint without
         # the cordon means an administrator uncordoned the node, which the planner honours.
-        if node is not None and not node.quarantined:
-            return [Cordon(name)]
+        if node is None or node.quarantined:
+            return []
+    elif step is Action.Drain and (drain is None or drain.remaining == 0 or drain.attempted):
         return []
-    if step is Action.Drain:
-        if drain is not None and drain.remaining > 0 and not drain.attempted:
-            return [*protect, Evict(name, force=state.reason is Reason.DrainForced)]
-        return []
-    if step in (Action.GPUReset, Action.Reboot):
-        return [*protect, RunExecutor(name, state.name, step, state.attempt)]
-    if step is Action.Replace:
-        return [Replace(name, policy.actions.replace)]
-    return []
+    forced = state.reason is Reason.DrainForced
+    effect = meaning.start(Start(name, state.name, state.attempt, policy, forced))
+    if meaning.in_place:
+        return [ProtectFromConsolidation(name, True), effect]
+    return [effect]
 
 
 async def _observe_one(
@@ -266,6 +276,8 @@ async def _observe_one(
                 progress=Progress.Succeeded if done else Progress.InProgress,
                 message=drain.message,
                 blocked_by_pdb=drain.blocked_by_pdb,
+                pdbs=drain.pdbs,
+                blocked_pods=drain.blocked_pods,
             )
             resume = _resume_effects(state, policy, nodes.get(node), drain)
         elif step in (Action.GPUReset, Action.Reboot):
@@ -291,6 +303,15 @@ async def _observe_one(
             )
             if progress is Progress.Absent and node in nodes:
                 resume = _resume_effects(state, policy, nodes.get(node), None)
+    except Refused as refused:
+        # The step cannot be done on this node: it fails for good now, with the reason.
+        out.observations[node] = StepObservation(
+            action=step,
+            attempt=attempt,
+            progress=Progress.Failed,
+            message=str(refused),
+            permanent=True,
+        )
     except NotFound:
         # The node went away: the planner sees it missing from the snapshot (or, for Replace,
         # that is the success it waits for).
@@ -407,8 +428,9 @@ class _Run:
         """Carry out one mutating effect; False when it failed transiently."""
         policy, node = self.policy, effect.node
         result, message = EffectResult.ok, ""
-        if policy.mode is Mode.DryRun:
+        if policy.mode is Mode.DryRun and not _is_cleanup(effect):
             # The planner emits no mutating effect in DryRun; this guard makes it a promise.
+            # Undoing what an Enforce incident did is not a change the mode may hold back.
             result = EffectResult.skipped_dry_run
         else:
             cluster = self.ports.cluster
@@ -416,6 +438,11 @@ class _Run:
                 await _retrying(lambda: _dispatch(effect, policy, cluster, fault))
             except NotFound:
                 result, message = EffectResult.node_gone, f"Node {node} no longer exists."
+            except Refused as refused:
+                # Observed at once: the step fails with this reason, not at its timeout.
+                result, message = EffectResult.refused, str(refused)
+                self.errors.append(f"{type(effect).__name__} on node {node}: {refused}.")
+                self.wake_within(timedelta(0))
             except _RetriesExhaustedError as failed:
                 result, message = EffectResult.failed, str(failed.cause)
                 self.failed(f"{type(effect).__name__} on node {node}", failed.cause)
@@ -435,7 +462,11 @@ class _Run:
             else:
                 version = previous.resource_version
                 record = await _retrying(lambda: records.update_remediation(state, version))
-        except (Conflict, NotFound):
+        except Conflict:
+            if previous is None and await self._taken_elsewhere(state):
+                return None
+            return False
+        except NotFound:
             return False
         except _RetriesExhaustedError as failed:
             self.failed(f"Writing Remediation {state.name}", failed.cause)
@@ -446,6 +477,23 @@ class _Run:
         for transition in explain.transitions(old, record.state):
             self.transitions.append(transition)
             self.ports.recorder.step(transition)
+        return True
+
+    async def _taken_elsewhere(self, state: RemediationState) -> bool:
+        """A create found the name taken by an object this policy does not list: re-planning
+        at once would choose the same name and fail again, so wait instead (and say so)."""
+        try:
+            other = await _retrying(lambda: self.ports.records.get_remediation(state.name))
+        except (NotFound, _RetriesExhaustedError):
+            return False  # gone already, or unknown: an ordinary conflict, re-planned
+        if other.state.policy == self.policy.name and other.state.node == state.node:
+            return False
+        self.errors.append(
+            f"Remediation {state.name} for node {state.node} cannot be created: the name is"
+            f" taken by a Remediation of policy {other.state.policy or '(none)'} for node"
+            f" {other.state.node}; retrying in {int(FOREIGN_NAME_BACKOFF.total_seconds())}s."
+        )
+        self.wake_within(FOREIGN_NAME_BACKOFF)
         return True
 
     async def announce(self, announce: Announce) -> None:
@@ -567,11 +615,14 @@ async def reconcile(
     focus: Collection[str] | None = None,
     *,
     plan: PlanFunction | None = None,
+    foreign: Callable[[], Mapping[str, str]] | None = None,
 ) -> Reconciled:
     """Reconcile `policy` over `nodes` (every Node the caller knows, by name) at `now`.
 
     `focus`: the nodes an event touched (None: all); the others still count for budgets and
     the breaker. `plan` replaces the planner (tests of the engine's own guarantees only).
+    `foreign`: the selected nodes another policy owns (`engine.ownership.foreign`), asked each
+    time a snapshot is taken (None: no other policy).
     Returns what was done and `next_wake`, the time to call again if no event comes first.
     """
     plan_fn = plan if plan is not None else planner.plan
@@ -629,6 +680,7 @@ async def reconcile(
             breakers=breakers,
             not_ready_elsewhere=not_ready_elsewhere(nodes, selected, active),
             focus=plan_focus,
+            foreign={} if foreign is None else foreign(),
         )
         if plan is None:
             last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))

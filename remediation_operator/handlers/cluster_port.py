@@ -12,7 +12,12 @@ from typing import Any
 
 from remediation_operator.domain.fleet import Progress
 from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
-from remediation_operator.engine.ports import DrainStatus, ExecutorStatus, NotFound, Transient
+from remediation_operator.engine.ports import (
+    DrainStatus,
+    ExecutorStatus,
+    Refused,
+    Transient,
+)
 from remediation_operator.handlers.port_errors import mapped
 from remediation_operator.k8s import nodes, replace
 from remediation_operator.k8s.client import Client
@@ -26,6 +31,8 @@ def _drain_status(drained: Drained) -> DrainStatus:
         blocked_by_pdb=drained.blocked_by_pdb,
         attempted=drained.attempted,
         message=drained.message,
+        pdbs=drained.pdbs,
+        blocked_pods=drained.blocked_pods,
     )
 
 
@@ -36,10 +43,13 @@ class KubernetesCluster:
         namespace: str,
         templates: Mapping[Action, Mapping[str, Any]] | None = None,
         node_body: Callable[[str], Mapping[str, Any] | None] = lambda _: None,
+        on_cordoned: Callable[[str, str], None] = lambda node, policy: None,
     ) -> None:
-        """node_body: the watched copy of a Node, if any (a cordon then skips its read)."""
+        """node_body: the watched copy of a Node, if any (a cordon then skips its read).
+        on_cordoned(node, policy): called the moment a cordon is written (reaction time)."""
         self._client = client
         self._node_body = node_body
+        self._on_cordoned = on_cordoned
         self._drainer = Drainer(client)
         self._executors = Executors(client, namespace, templates)
 
@@ -56,12 +66,16 @@ class KubernetesCluster:
         return ExecutorStatus(status.progress, status.message, status.permanent)
 
     async def replacement_status(self, node: str, provider: ReplaceProvider) -> Progress:
-        async with mapped():
-            return await replace.status(self._client, node, provider)
+        try:
+            async with mapped():
+                return await replace.status(self._client, node, provider)
+        except replace.NoNodeClaim as error:
+            raise Refused(str(error)) from error
 
     async def cordon(self, node: str, fault: str, policy: str) -> None:
         async with mapped():
             await nodes.cordon(self._client, node, fault, policy, self._node_body(node))
+        self._on_cordoned(node, policy)
 
     async def release(self, node: str, uncordon: bool) -> None:
         async with mapped():
@@ -90,4 +104,4 @@ class KubernetesCluster:
             async with mapped():
                 await replace.replace(self._client, node, provider)
         except replace.NoNodeClaim as error:
-            raise NotFound(str(error)) from error
+            raise Refused(str(error)) from error

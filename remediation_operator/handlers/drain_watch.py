@@ -1,10 +1,11 @@
 """Watch the pods of nodes being drained, so a finished drain is seen at once.
 
 Evicted pods leave on their own schedule (grace periods, PDB-permitted evictions by others),
-and nothing else tells the operator: the planner's fallback re-check of a running step backs
-off from 10 s to 5 min. One watch per draining node (`fieldSelector=spec.nodeName=N`, the
-same selector kubelet uses) is cheap, because budgets keep few nodes draining at once, and
-far cheaper than watching every pod in the cluster.
+and nothing else tells the operator between the planner's re-checks of a running drain
+(every 5 s, `domain.actions.EVICTION_RETRY`, where each re-check also evicts again). One
+watch per draining node (`fieldSelector=spec.nodeName=N`, the same selector kubelet uses)
+is cheap, because budgets keep few nodes draining at once, and far cheaper than watching
+every pod in the cluster.
 """
 
 from __future__ import annotations

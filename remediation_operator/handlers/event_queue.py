@@ -13,6 +13,21 @@ decision itself. So the queue is in memory only; Events still queued when the pr
 crashes are lost, and a full queue drops its oldest Event (counted in `dropped`) rather than
 slow a reconcile down. A clean stop drains the queue within a short deadline.
 
+What is worth an Event (docs/decisions.md D31): a fault used to cost 12 API writes, 8 of them
+Events, because each of its four decisions (FaultDetected, StepStarted, StepSucceeded,
+LadderExhausted) was posted on the Node and again on the Remediation. Now `worth_an_event`
+and `on_the_node_only` decide:
+
+- a decision about a node is posted once, on the Node: `kubectl describe node` and
+  `kubectl get events` show it there beside the kubelet's and node-problem-detector's Events,
+  and the Remediation needs no copy, since its status (steps with reason and message,
+  conditions) is the incident's durable record; a policy-wide decision goes on the policy;
+- the start of a Cordon is not posted: a cordon is one write, and its StepSucceeded,
+  posted moments later, says the same thing to a human. Every other start is (a drain or a
+  reboot takes minutes; its start is news).
+
+The log line and the metric of every decision are unchanged (the engine's recorder).
+
 A failed post is logged (`event_post_failed`) and retried a few times with a backoff when the
 API server may accept it later (unreachable, 429, 5xx, honouring Retry-After up to a cap);
 an Event about an object that is gone (404/410) is dropped silently, as before; any other
@@ -28,6 +43,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from remediation_operator.domain.policy import Action
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.engine.ports import Explanation
 from remediation_operator.k8s.client import ApiError
 from remediation_operator.k8s.events import EventRecorder, ObjectRef
 from remediation_operator.observability import logs
@@ -55,6 +73,16 @@ class QueuedEvent:
     at: datetime
     policy: str = ""
     node: str = ""
+
+
+def worth_an_event(explanation: Explanation) -> bool:
+    """Is this decision posted as an Event at all? (Every one is logged and counted.)"""
+    return not (explanation.reason is Reason.StepStarted and explanation.action is Action.Cordon)
+
+
+def on_the_node_only(explanation: Explanation) -> bool:
+    """A decision about a node is posted on the Node, not a second time on its Remediation."""
+    return bool(explanation.node)
 
 
 def _retryable(error: ApiError) -> bool:

@@ -36,6 +36,9 @@ def registry_for(runtime: Runtime) -> kopf.OperatorRegistry:
             insecure=connection.insecure,
             certificate_path=connection.certificate_path,
             private_key_path=connection.private_key_path,
+            username=connection.username,
+            password=connection.password,
+            expiration=connection.expiration,  # an exec plugin's token: kopf logs in again
             default_namespace=runtime.settings.namespace,
         )
 

@@ -5,29 +5,47 @@ runtime keeps the newest body here and asks `engine.nodes.classify` before any o
 at 10,000 nodes a heartbeat costs a dict lookup and a few comparisons of raw values. Views for
 the planner are rebuilt lazily, only for nodes that changed since the last reconcile asked for
 them (a heartbeat that triggers nothing still refreshes the view, so staleness is judged on the
-newest heartbeat). An update that changes only conditions no policy watches (nor Ready), which
+newest observation). An update that changes only conditions no policy watches (nor Ready), which
 no plan reads, does not even do that: the node is remembered as "behind" and its view is
 rebuilt when the set of watched conditions changes (or with its next other change). The views
 live in an `engine.node_index.NodeIndex`, which keeps each policy's selection and the NotReady
 set up to date as nodes change, so a reconcile focused on one node does not pass over every
 node to find them; the quarantined count is kept the same way (the metric is refreshed on
 every relevant event).
+
+It also keeps, per node and watched condition, when the operator last saw that condition's
+heartbeat, status or reason change, on the injected clock (`engine.condition_clock`): views
+carry it as `Condition.observed_at`, from which staleness is judged (never from the remote
+heartbeat). The instant is taken when the watch event arrives, not when the view is rebuilt;
+a condition first looked at when a policy starts watching its type is first seen then. A
+heartbeat that renews a condition we had not seen change for longer than the smallest
+`staleAfter` is relevant: a staleness the planner may have acted on just ended. Going stale is
+no event at all, so the cache also knows when each node's first watched condition would go
+stale (`next_deadline`, `due`): the runtime wakes that node's policies then.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.engine import nodes as node_views
+from remediation_operator.engine.condition_clock import ConditionClock
 from remediation_operator.engine.node_index import NodeIndex
 from remediation_operator.engine.nodes import Change
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 class NodeCache:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] = _now) -> None:
+        self._clock = clock
+        self._seen = ConditionClock()
+        """When each watched condition (and Ready) was last seen to change, on our clock."""
         self._bodies: dict[str, Mapping[str, Any]] = {}
         self._views = NodeIndex()
         self._quarantined: set[str] = set()
@@ -36,8 +54,39 @@ class NodeCache:
         self._behind: set[str] = set()
         """Nodes whose view lags their body only in conditions no policy watches."""
         self._watched: frozenset[str] = frozenset()
+        self._tracked: frozenset[str] = frozenset({node_views.READY})
+        """Condition types whose changes are timed: the watched ones and Ready."""
         self.stale_after: timedelta | None = None
-        """The smallest `staleAfter` of any policy (heartbeats matter only then)."""
+        """The smallest `staleAfter` of any policy: a heartbeat renewing a condition not seen
+        to change for longer than this is relevant (a staleness ended)."""
+        self.renewed = False
+        """The last `update` saw a condition seen before change (a heartbeat at least): fresh
+        evidence, which a step held by the evidence gate may be waiting for."""
+        self.on_sooner: Callable[[], None] = lambda: None
+        """Called when a staleness deadline earlier than all others appears (re-arm a timer)."""
+
+    @property
+    def windows(self) -> Mapping[str, timedelta]:
+        """By condition type: the smallest `staleAfter` any policy gives it."""
+        return self._seen.windows
+
+    @windows.setter
+    def windows(self, windows: Mapping[str, timedelta]) -> None:
+        self._seen.windows = windows
+        self._sooner()
+
+    def next_deadline(self) -> datetime | None:
+        """The earliest instant a node's watched condition goes stale if nothing changes."""
+        return self._seen.next_deadline()
+
+    def due(self, now: datetime) -> list[str]:
+        """Nodes one of whose watched conditions went stale by `now` (each reported once)."""
+        return self._seen.due(now)
+
+    def _sooner(self) -> None:
+        if self._seen.sooner:
+            self._seen.sooner = False
+            self.on_sooner()
 
     @property
     def watched(self) -> frozenset[str]:
@@ -50,7 +99,12 @@ class NodeCache:
             # A newly watched condition may be one whose changes were skipped: catch up.
             self._dirty.update(self._behind)
             self._behind.clear()
+            if not types <= self._watched:
+                # Its conditions are first seen now; their views must carry that instant
+                # (rare: a policy starts matching a new condition type).
+                self._dirty.update(self._bodies)
         self._watched = types
+        self._tracked = types | {node_views.READY}
 
     def update(self, body: Mapping[str, Any]) -> bool:
         """Store the newest body; True when the change could alter a decision."""
@@ -59,14 +113,23 @@ class NodeCache:
             return False
         old = self._bodies.get(name)
         self._bodies[name] = body
-        change = node_views.classify(old, body, self._watched, self.stale_after)
+        change = node_views.classify(old, body, self._watched)
+        self.renewed = False
         if change is Change.UNSEEN:
             self._behind.add(name)  # (a view still to be built is built from the newest body)
-            return False
+            return False  # (no watched condition changed: nothing to time either)
+        now = self._clock()
+        renewed = self._seen.observe(name, body, now, self._tracked)
+        self._sooner()
+        self.renewed = renewed is not None
         self._dirty.add(name)
-        return change is Change.RELEVANT
+        if change is Change.RELEVANT:
+            return True
+        stale_after = self.stale_after
+        return renewed is not None and stale_after is not None and now - renewed > stale_after
 
     def remove(self, name: str) -> bool:
+        self._seen.forget(name)
         self._views.pop(name, None)
         self._quarantined.discard(name)
         self._dirty.discard(name)
@@ -91,9 +154,18 @@ class NodeCache:
 
     def _refresh(self) -> NodeIndex:
         behind = self._behind
+        if not self._dirty:
+            return self._views
+        now = self._clock()
+        seen, tracked = self._seen, self._tracked
         for name in self._dirty:
             behind.discard(name)
-            view = self._views[name] = node_views.to_view(self._bodies[name])
+            body = self._bodies[name]
+            # Timed already when the event came, unless a type just became watched: then
+            # this is its first sight.
+            seen.observe(name, body, now, tracked)
+            self._sooner()
+            view = self._views[name] = node_views.to_view(body, seen.times(name))
             if view.quarantined:
                 self._quarantined.add(name)
             else:

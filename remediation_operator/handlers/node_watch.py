@@ -19,6 +19,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from remediation_operator.handlers import node_trim
 from remediation_operator.k8s.client import ApiError, Client, path
 
 PAGE = 500
@@ -60,7 +61,8 @@ class NodeWatch:
             if token:
                 query["continue"] = token
             page = await self._client.get(path("v1", "nodes"), **query)
-            items.extend(i for i in page.get("items") or [] if isinstance(i, dict))
+            # Trimmed as each page arrives: the full bodies are garbage before the next page.
+            items.extend(node_trim.trim(i) for i in page.get("items") or [] if isinstance(i, dict))
             metadata = page.get("metadata") or {}
             version = str(metadata.get("resourceVersion") or version)
             token = str(metadata.get("continue") or "")
@@ -87,7 +89,7 @@ class NodeWatch:
             version = str((body.get("metadata") or {}).get("resourceVersion") or version)
             kind = event.get("type")
             if kind in ("ADDED", "MODIFIED", "DELETED"):
-                self._deliver(str(kind), body)
+                self._deliver(str(kind), node_trim.trim(body))
         return version
 
     def _deliver(self, kind: str, body: Mapping[str, Any]) -> None:

@@ -1,7 +1,10 @@
 """The engine's RecordPort over the Kubernetes API: Remediations, policy status, Events.
 
 Remediation status dicts are converted to and from `RemediationState` by the api package
-(`api.remediation_status`, `api.breaker_status`). The policy status parts the engine owns
+(`api.remediation_status`, `api.breaker_status`), with the Ready/Reconciling/Stalled conditions
+tools wait on (their observedGeneration is the object's generation as last seen). The policy
+status also gets `mode` (of the last accepted spec, default applied) and `paused`, which the
+MODE and PAUSED columns show. The policy status parts the engine owns
 (counts, headroom, breakers, CircuitOpen and Paused conditions) are merged into the status
 the runtime also writes (Accepted, lastAcceptedSpec), never replacing those.
 
@@ -35,8 +38,10 @@ from datetime import datetime
 from typing import Any
 
 from remediation_operator.api import breaker_status, remediation_status, timestamps
+from remediation_operator.api.policy import MAX_OVERLAPPED_BY
 from remediation_operator.domain.fleet import BreakerState
 from remediation_operator.domain.planner import PolicySummary
+from remediation_operator.domain.policy import Policy
 from remediation_operator.domain.remediation import RemediationState
 from remediation_operator.engine.ports import (
     Conflict,
@@ -46,7 +51,7 @@ from remediation_operator.engine.ports import (
     PortError,
     RemediationRecord,
 )
-from remediation_operator.handlers import coalesced_writes
+from remediation_operator.handlers import coalesced_writes, event_queue
 from remediation_operator.handlers.coalesced_writes import CoalescedWrites
 from remediation_operator.handlers.conditions import set_condition
 from remediation_operator.handlers.event_queue import EventQueue, QueuedEvent
@@ -138,7 +143,35 @@ def _summary_status(summary: PolicySummary) -> dict[str, Any]:
         "unhealthy": summary.unhealthy,
         "inFlight": summary.in_flight,
         "headroom": {str(k): v for k, v in summary.headroom.items()},
+        "paused": summary.paused,
+        "overlappedNodes": len(summary.overlapped),
+        "overlappedBy": sorted(set(summary.overlapped.values()))[:MAX_OVERLAPPED_BY],
     }
+
+
+def _overlap_message(overlapped: Mapping[str, str]) -> str:
+    """Issue 12, defect 3: the losing policy says which nodes it leaves to whom."""
+    if not overlapped:
+        return "No node this policy selects is owned by another policy."
+    owners = sorted(set(overlapped.values()))
+    named = ", ".join(owners[:MAX_OVERLAPPED_BY])
+    if len(owners) > MAX_OVERLAPPED_BY:
+        named += f" and {len(owners) - MAX_OVERLAPPED_BY} more"
+    nodes = len(overlapped)
+    return (
+        f"{nodes} selected node{'s' if nodes != 1 else ''} "
+        f"{'are' if nodes != 1 else 'is'} owned by {named} (higher weight, an older policy or"
+        " an open incident there); this policy opens no incident on "
+        f"{'them' if nodes != 1 else 'it'}."
+    )
+
+
+def _effective_mode(status: Mapping[str, Any]) -> str:
+    """The mode the operator runs: that of the last accepted spec, its default applied (the
+    MODE column; a printer column's JSONPath cannot apply a default itself)."""
+    accepted = status.get("lastAcceptedSpec")
+    mode = accepted.get("mode") if isinstance(accepted, Mapping) else None
+    return str(mode or Policy.mode)
 
 
 class KubernetesRecords:
@@ -326,8 +359,15 @@ class KubernetesRecords:
         self._wrote(body)
         return self._remember(body)
 
+    def _generation(self, name: str) -> int:
+        """The Remediation's `metadata.generation` as last seen (a new object's is 1: the API
+        server starts custom resources at 1, and the spec never changes afterwards)."""
+        metadata = (self._bodies.get(name) or {}).get("metadata") or {}
+        generation = metadata.get("generation")
+        return generation if isinstance(generation, int) and generation > 0 else 1
+
     async def create_remediation(self, state: RemediationState) -> RemediationRecord:
-        status = remediation_status.to_status(state)
+        status = remediation_status.to_status(state, generation=1)
         try:
             async with mapped():
                 body = await records.create_remediation(
@@ -342,7 +382,7 @@ class KubernetesRecords:
     async def update_remediation(
         self, state: RemediationState, resource_version: str
     ) -> RemediationRecord:
-        status = remediation_status.to_status(state)
+        status = remediation_status.to_status(state, generation=self._generation(state.name))
         try:
             async with mapped():
                 body = await records.write_remediation_status(
@@ -416,6 +456,7 @@ class KubernetesRecords:
             new["observedGeneration"] = generation
             if state.summary is not None:
                 new.update(_summary_status(state.summary))
+            new["mode"] = _effective_mode(new)
             new.update(breaker_status.to_status(state.breakers))
             open_groups = sorted(g for g, b in state.breakers.items() if b.open)
             conditions = list(new.get("conditions") or [])
@@ -446,6 +487,17 @@ class KubernetesRecords:
                 generation,
                 now,
             )
+            if state.summary is not None:
+                overlapped = state.summary.overlapped
+                conditions = set_condition(
+                    conditions,
+                    "Overlapping",
+                    "True" if overlapped else "False",
+                    "OwnedByOtherPolicy" if overlapped else "NoOverlap",
+                    _overlap_message(overlapped),
+                    generation,
+                    now,
+                )
             new["conditions"] = conditions
             return None if new == status else new
 
@@ -483,13 +535,15 @@ class KubernetesRecords:
         Remediation's uid is known here already (from its create response, which precedes
         the announcement).
         """
+        if not event_queue.worth_an_event(explanation):
+            return  # (logged and counted by the engine's recorder all the same)
         kind = "Warning" if str(explanation.severity) == "Warning" else "Normal"
         targets: list[ObjectRef] = []
         if explanation.node:
             targets.append(
                 ObjectRef("Node", explanation.node, "v1", uid=self._node_uid(explanation.node))
             )
-        if explanation.remediation:
+        if explanation.remediation and not event_queue.on_the_node_only(explanation):
             targets.append(
                 ObjectRef(
                     "Remediation",

@@ -22,7 +22,7 @@ class Recorder:
         self._log = log if log is not None else logs.get("remediation_operator.engine")
 
     def announced(self, explanation: Explanation) -> None:
-        self._metrics.decision(str(explanation.reason))
+        self._metrics.decision(explanation.policy, str(explanation.reason))
         fields = explain.log_fields(explanation)
         level = "warning" if fields.get("severity") == "Warning" else "info"
         getattr(self._log, level)(
@@ -30,23 +30,28 @@ class Recorder:
         )
 
     def step(self, transition: StepTransition) -> None:
-        result = explain.action_result(transition)
-        self._metrics.action(str(transition.action), result)
-        if transition.outcome is not None and transition.duration is not None:
-            self._metrics.step_finished(
-                str(transition.action),
-                str(transition.outcome),
-                transition.duration.total_seconds(),
-            )
+        """Count a step's start or end; log its end. A start is logged once, by the planner's
+        StepStarted announcement (`step_started` with its message), not a second time here."""
+        action = str(transition.action)
+        if transition.outcome is None:
+            self._metrics.step_started(transition.policy, action)
+            return
+        self._metrics.step_finished(
+            transition.policy,
+            action,
+            str(transition.outcome),
+            str(transition.reason),
+            None if transition.duration is None else transition.duration.total_seconds(),
+        )
         self._log.info(
-            "step_" + ("started" if transition.outcome is None else "finished"),
+            "step_finished",
             policy=transition.policy,
             node=transition.node,
             remediation=transition.remediation,
-            step=str(transition.action),
+            step=action,
             attempt=transition.attempt,
             reason=str(transition.reason),
-            outcome=None if transition.outcome is None else str(transition.outcome),
+            outcome=str(transition.outcome),
         )
 
     def applied(self, policy: str, effect: str, node: str, result: str) -> None:

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from remediation_operator.domain.effects import Announce
 from remediation_operator.domain.policy import Action, Policy
 from remediation_operator.engine import nodes as node_views
-from remediation_operator.engine import reconciler
+from remediation_operator.engine import ownership, reconciler
 from remediation_operator.engine.ports import Ports
 from remediation_operator.engine.reconciler import Reconciled
 from remediation_operator.handlers import policies
@@ -49,6 +48,8 @@ class Settings:
     timings: leader.Timings
     retention: timedelta
     job_templates: Mapping[Action, Mapping[str, Any]]
+    executor_namespace: str = ""
+    """Where GPU-reset and reboot Jobs run (privileged pods); empty: `namespace`."""
 
 
 def _concerns(
@@ -75,6 +76,9 @@ class Runtime:
         self.metrics = metrics
         self.log = logs.get("remediation_operator.runtime", identity=settings.identity)
         self.nodes = NodeCache()
+        self._stale_timer = asyncio.Event()
+        """Set when a condition may go stale sooner than the timer was armed for."""
+        self.nodes.on_sooner = self._stale_timer.set
         self.workers: dict[str, PolicyWorker] = {}
         self.acceptances: dict[str, policies.Acceptance] = {}
         self._status_written: dict[str, policies.Acceptance] = {}
@@ -84,6 +88,12 @@ class Runtime:
         self._first_seen: dict[str, datetime] = {}
         self._snapshot_at: dict[str, datetime] = {}
         """Relevant node changes not yet seen by a plan (for the reaction-time metric)."""
+        self._open: dict[str, dict[str, str]] = {}
+        """By node: its open (non-terminal) Remediations, name -> policy. Ownership is sticky
+        to them (engine.ownership); fed by the watch and by our own writes."""
+        self._overlap = asyncio.Lock()
+        """Held by the reconcile of a policy whose nodes another policy also claims: two such
+        reconciles never interleave, so neither opens an incident the other is opening."""
         self.synced = False
         self._stopped = False
         self.elector = leader.Elector(
@@ -103,6 +113,8 @@ class Runtime:
             leading=lambda: self.elector.leading,
         )
         events, status_writes = self.records.events, self.records.status_writes
+        client.observe = metrics.api_request  # API requests by verb and code, watch restarts
+        metrics.queues(lambda: {name: w.queued for name, w in self.workers.items()})
         metrics.background_writes(
             events_queued=lambda: len(events),
             events_lost=lambda: {"queue_full": events.dropped, "refused": events.given_up},
@@ -110,7 +122,11 @@ class Runtime:
         )
         self.ports = Ports(
             cluster=KubernetesCluster(
-                client, settings.namespace, settings.job_templates, node_body=self.nodes.body
+                client,
+                settings.executor_namespace or settings.namespace,
+                settings.job_templates,
+                node_body=self.nodes.body,
+                on_cordoned=self._cordoned,
             ),
             records=self.records,
             recorder=Recorder(metrics),
@@ -147,6 +163,7 @@ class Runtime:
         self._spawn("retention", self.janitor.run())
         self._spawn("node-watch", self.node_watch.run())
         self._spawn("initial-sync", self._initial_sync())
+        self._spawn("staleness", self._staleness())
 
     async def stop(self) -> None:
         """Stop workers and watches, then release the Lease (idempotent)."""
@@ -226,6 +243,12 @@ class Runtime:
         before = self.nodes.body(name)
         relevant = self.nodes.remove(name) if kind == "DELETED" else self.nodes.update(body)
         if not relevant:
+            if kind != "DELETED" and self.nodes.renewed and name in self._open and self.synced:
+                # Fresh evidence for an open incident: a disruptive step may be waiting for a
+                # condition seen after the previous one (the evidence gate).
+                for worker in self.workers.values():
+                    if worker.name in self._open[name].values():
+                        worker.touch((name,))
             return
         self._first_seen.setdefault(name, _now())
         if not self.synced:
@@ -265,6 +288,8 @@ class Runtime:
             )
         worker = self._worker(name)
         if worker.policy != acceptance.in_force or previous != acceptance:
+            if worker.policy != acceptance.in_force:
+                self._ownership_changed(name)
             worker.set_policy(acceptance.in_force)
             # Also when nothing runs (no valid version yet): Accepted=False must be written.
             self._spawn(f"accept/{name}", self._write_acceptance(name))
@@ -276,6 +301,7 @@ class Runtime:
         (D13); it detects nothing new, so once they are closed it stays idle."""
         policy = dataclasses.replace(last or Policy(name=name, faults=()), deleted=True)
         self._worker(name).set_policy(policy)
+        self._ownership_changed(name)
 
     def _worker(self, name: str) -> PolicyWorker:
         """The policy's worker, started on first use."""
@@ -337,9 +363,51 @@ class Runtime:
             approve = (metadata.get("annotations") or {}).get(names.APPROVE, "")
             changed = self._approvals.get(name, "") != approve
             self._approvals[name] = approve
+        if node and policy:
+            is_open = kind != "DELETED" and status.get("phase") not in TERMINAL_PHASES
+            self._note_remediation(name, str(node), str(policy), is_open)
         worker = self.workers.get(str(policy))
         if changed and worker is not None and node and self.synced:
             worker.touch((str(node),))
+
+    # Ownership across policies ----------------------------------------------------------------
+
+    def _note_remediation(self, name: str, node: str, policy: str, is_open: bool) -> None:
+        """Track open Remediations by node; when a node's set changes (an incident opened or
+        ended), every policy is woken for that node: its owner may have changed."""
+        held = self._open.get(node)
+        if is_open:
+            if held is not None and held.get(name) == policy:
+                return
+            self._open.setdefault(node, {})[name] = policy
+        else:
+            if held is None or name not in held:
+                return
+            del held[name]
+            if not held:
+                del self._open[node]
+        if self.synced:
+            for worker in self.workers.values():
+                worker.touch((node,))
+
+    def _ownership_changed(self, name: str) -> None:
+        """A policy appeared, changed or went away: the others replan every node (weights,
+        selectors and ages decide who owns an overlap)."""
+        if not self.synced:
+            return  # the first full plan after the initial sync covers it
+        for other, worker in self.workers.items():
+            if other != name:
+                worker.touch_all()
+
+    def _policies(self) -> list[Policy]:
+        return [w.policy for w in self.workers.values() if w.policy is not None]
+
+    def _open_by_node(self) -> dict[str, frozenset[str]]:
+        return {node: frozenset(held.values()) for node, held in self._open.items()}
+
+    def foreign(self, policy: Policy) -> dict[str, str]:
+        """The nodes `policy` selects that another policy owns, with their owner."""
+        return ownership.foreign(policy, self._policies(), self.nodes.views, self._open_by_node())
 
     def _pods_changed(self, node: str) -> None:
         if self.synced:
@@ -367,10 +435,35 @@ class Runtime:
     def _watch_conditions(self) -> None:
         in_force = [a.in_force for a in self.acceptances.values() if a.in_force is not None]
         types = {m.type for p in in_force for f in p.faults for m in f.match}
-        stale = [m.stale_after for p in in_force for f in p.faults for m in f.match]
+        windows: dict[str, timedelta] = {}
+        for match in (m for p in in_force for f in p.faults for m in f.match):
+            if match.stale_after is not None:
+                known = windows.get(match.type)
+                windows[match.type] = min(known or match.stale_after, match.stale_after)
         self.nodes.watched = frozenset(types)
-        known = [s for s in stale if s is not None]
-        self.nodes.stale_after = min(known) if known else None
+        self.nodes.stale_after = min(windows.values()) if windows else None
+        self.nodes.windows = windows
+
+    async def _staleness(self) -> None:
+        """Going stale is no watch event: at the instant a node's watched condition has not
+        been seen to change for its `staleAfter`, plan that node (its policies only)."""
+        while True:
+            self._stale_timer.clear()
+            deadline = self.nodes.next_deadline()
+            if deadline is None:
+                await self._stale_timer.wait()
+            else:
+                delay = max((deadline - _now()).total_seconds(), 0.0)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stale_timer.wait(), timeout=delay)
+            for name in self.nodes.due(_now()):
+                body = self.nodes.body(name)
+                if body is None or not self.synced:
+                    continue  # (the first full plan after the initial sync covers it)
+                labels = node_views.labels_of(body)
+                for worker in self.workers.values():
+                    if _concerns(worker.policy, labels, labels):
+                        worker.touch((name,))
 
     # Reconciling -----------------------------------------------------------------------------
 
@@ -401,16 +494,41 @@ class Runtime:
             nodes = self.nodes.views
             self._snapshot_at[name] = _now()
             await self._write_acceptance(name)
-            return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
+            contested = ownership.contested(policy, self._policies(), nodes, self._open_by_node())
+            if not contested:
+                return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
+            async with self._overlap:
+                return await reconciler.reconcile(
+                    policy, nodes, self.ports, now, focus, foreign=lambda: self.foreign(policy)
+                )
 
         return reconcile
+
+    def _cordoned(self, node: str, policy: str) -> None:
+        """Reaction time, taken when the cordon is written: from the node change that the
+        round saw, else (the fault waited out its tolerate window, or arrived during an
+        earlier round) from the start of the round that found the cordon due."""
+        seen = self._first_seen.pop(node, None)
+        started = self._snapshot_at.get(policy)
+        if started is None:
+            return
+        since = seen if seen is not None and seen <= started else started
+        self.metrics.reacted(policy, (_now() - since).total_seconds())
 
     def _round_done(self, name: str) -> Any:
         def done(round_: Round) -> None:
             result = round_.result
+            now = _now()
+            self.metrics.reconciled(
+                name,
+                (now - self._snapshot_at.get(name, round_.started)).total_seconds(),
+                failed=round_.error is not None or bool(result and result.errors),
+                waited=None if round_.waited is None else round_.waited.total_seconds(),
+            )
             if result is None:
                 return
-            now = _now()
+            for state in result.written:  # before the watch echoes them: ownership is sticky
+                self._note_remediation(state.name, state.node, state.policy, not state.terminal)
             snapshot = self._snapshot_at.get(name, round_.started)
             self.log.debug(
                 "reconciled",
@@ -420,14 +538,8 @@ class Runtime:
                 written=len(result.written),
                 next_wake=None if result.next_wake is None else result.next_wake.isoformat(),
             )
-            for applied in result.applied:
-                if isinstance(applied.effect, Announce) or applied.result != "ok":
-                    continue
-                seen = self._first_seen.get(applied.node)
-                if seen is not None and seen <= snapshot:
-                    del self._first_seen[applied.node]
-                    self.metrics.reacted((now - seen).total_seconds())
-            # Changes this plan saw and chose not to act on are not waiting for a reaction.
+            # Changes this plan saw and did not cordon for are not waiting for a reaction; a
+            # cordon it defers (tolerate) is timed from the round that finds it due.
             planned = self._first_seen if round_.focus is None else round_.focus
             for node in [n for n in planned if n in self._first_seen]:
                 if self._first_seen[node] <= snapshot:

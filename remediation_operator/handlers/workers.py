@@ -6,6 +6,11 @@ add names to a pending focus set and poke the worker; the worker then plans just
 nodes. When nothing happens it sleeps until the earliest `next_wake` any plan returned (a
 timer in the event loop's own deadline heap), then plans every node. No polling.
 
+A round that raises is retried after a backoff (1 s doubling to 60 s, per policy, reset by a
+round that succeeds), and pokes meanwhile only add to the focus: they do not start a round
+early. Otherwise a persistent error (a 403, a bug) is retried on every node event, which in
+issue 12 logged about 200 `reconcile_failed` a second and spun a core.
+
 A worker acts only while `may_act()` says so (this replica holds the Lease); `abort()`
 cancels a reconcile in flight the moment leadership is lost.
 """
@@ -36,6 +41,8 @@ class Round:
     """The `now` the reconcile ran with: it saw every change that arrived before."""
     result: Reconciled | None
     error: BaseException | None = None
+    waited: timedelta | None = None
+    """From the oldest change queued for this round to its start (None: a timer woke it)."""
 
 
 class PolicyWorker:
@@ -62,6 +69,15 @@ class PolicyWorker:
         self._poke = asyncio.Event()
         self._current: asyncio.Task[Reconciled] | None = None
         self._backoff = INITIAL_BACKOFF
+        self._retry_at: datetime | None = None
+        """After a failed round: no round before this instant, whatever pokes arrive."""
+        self._queued_at: datetime | None = None
+        self._waited: timedelta | None = None
+
+    @property
+    def queued(self) -> int:
+        """Nodes waiting for the next round (the queue-depth metric)."""
+        return len(self._pending)
 
     @property
     def wake_at(self) -> datetime | None:
@@ -74,10 +90,14 @@ class PolicyWorker:
     def touch(self, nodes: Collection[str]) -> None:
         """These nodes changed: plan them soon."""
         self._pending.update(nodes)
+        if self._queued_at is None:
+            self._queued_at = self._clock()
         self._poke.set()
 
     def touch_all(self) -> None:
         self._everything = True
+        if self._queued_at is None:
+            self._queued_at = self._clock()
         self._poke.set()
 
     def abort(self) -> None:
@@ -89,8 +109,23 @@ class PolicyWorker:
     def _due(self, now: datetime) -> bool:
         return self._wake_at is not None and self._wake_at <= now
 
+    @property
+    def retry_at(self) -> datetime | None:
+        """When a failed round is retried (None: the last round did not fail)."""
+        return self._retry_at
+
     async def _sleep(self) -> None:
         now = self._clock()
+        while self._retry_at is not None and now < self._retry_at:
+            # Backing off: a poke is remembered in the focus, but wakes us only to look again
+            # at the clock (a manual one in tests may have jumped past the retry).
+            self._poke.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._poke.wait(), timeout=(self._retry_at - now).total_seconds()
+                )
+            now = self._clock()
+        self._retry_at = None
         if self._poke.is_set() or self._due(now):
             return
         timeout = None if self._wake_at is None else (self._wake_at - now).total_seconds()
@@ -114,6 +149,8 @@ class PolicyWorker:
             focus = None if everything else frozenset(self._pending)
             self._pending.clear()
             self._everything = False
+            queued, self._queued_at = self._queued_at, None
+            self._waited = None if queued is None else now - queued
             await self._round(policy, focus, now)
 
     async def _round(
@@ -132,6 +169,7 @@ class PolicyWorker:
             raise
         except Exception as error:  # a bug or a 4xx must not kill the worker
             retry = now + self._backoff
+            self._retry_at = retry
             self._backoff = min(self._backoff * 2, MAX_BACKOFF)
             self._wake_at = retry if self._wake_at is None else min(self._wake_at, retry)
             if focus is not None:
@@ -142,7 +180,7 @@ class PolicyWorker:
                 self._log.error(
                     "reconcile_failed", policy=self.name, error=repr(error), retry_at=str(retry)
                 )
-            self._on_round(Round(focus, now, None, error))
+            self._on_round(Round(focus, now, None, error, self._waited))
             return
         finally:
             self._current = None
@@ -153,7 +191,7 @@ class PolicyWorker:
         elif wake is not None:
             # A focused plan only knows its nodes' deadlines: keep the others'.
             self._wake_at = min(self._wake_at, wake)
-        self._on_round(Round(focus, now, result))
+        self._on_round(Round(focus, now, result, waited=self._waited))
 
 
 def _cancelling() -> bool:

@@ -1,25 +1,25 @@
 """An asyncio Kubernetes API client that speaks plain JSON dicts.
 
-Built on the official client's asyncio flavour (`kubernetes.aio`, shipped in kubernetes 37):
-it loads KUBECONFIG or the in-cluster service account, handles TLS, tokens and exec plugins,
-and pools connections over aiohttp. We use its request layer only and keep objects as the
-dicts the API returns, because the engine reads nodes, pods and custom resources as dicts
-and the generated model classes would only be converted back. Errors become one `ApiError`
-carrying the HTTP status, the Status reason and any Retry-After the server sent.
+A thin layer over aiohttp: `credentials` loads KUBECONFIG or the in-cluster service account
+(tokens, client certificates, exec plugins), one pooled session sends the requests. Objects
+stay the dicts the API returns, because the engine reads nodes, pods and custom resources as
+dicts. Errors become one `ApiError` carrying the HTTP status, the Status reason and any
+Retry-After the server sent. A 401 with a refreshable credential (token file, exec plugin)
+gets the credential refreshed and the request sent once more, as client-go does.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import date, datetime
 from typing import Any, Literal
 
 import aiohttp
-from kubernetes.aio import client as _aio_client
-from kubernetes.aio import config as _aio_config
+
+from remediation_operator.k8s import credentials
 
 PatchKind = Literal["merge", "strategic", "json"]
 _PATCH_TYPES: dict[str, str] = {
@@ -27,10 +27,8 @@ _PATCH_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "json": "application/json-patch+json",
 }
-
-# The generated asyncio client is untyped; we use a handful of its calls through `Any`.
-aio_client: Any = _aio_client
-aio_config: Any = _aio_config
+POOL_SIZE = 100
+"""Concurrent connections to the API server (the official asyncio client's default)."""
 
 
 class ApiError(Exception):
@@ -66,6 +64,9 @@ class Connection:
     insecure: bool = False
     certificate_path: str | None = None
     private_key_path: str | None = None
+    expiration: datetime | None = None
+    username: str | None = None
+    password: str | None = None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -77,51 +78,99 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date):  # as the official client serialized them
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _params(query: Mapping[str, str | int | bool]) -> Sequence[tuple[str, str]]:
+    return [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in query.items()]
+
+
 class Client:
     """One connection pool to one API server; every call returns or raises plain values."""
 
-    def __init__(self, configuration: Any) -> None:
-        self._configuration = configuration
-        self._api: Any = aio_client.ApiClient(configuration)
-        self._api.user_agent = "remediation-operator"
+    def __init__(self, creds: credentials.Credentials) -> None:
+        self._credentials = creds
+        self._session: aiohttp.ClientSession | None = None
+        self.observe: Callable[[str, str, int, float], None] = lambda *_: None
+        """observe(verb, target, code, seconds) after each request (code 0: no answer)."""
 
     @classmethod
-    async def from_environment(cls, kubeconfig: str | None = None) -> Client:
-        """KUBECONFIG (or `kubeconfig`, or ~/.kube/config) if present, else in-cluster."""
-        configuration = aio_client.Configuration()
-        path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        default = Path.home() / ".kube" / "config"
+    async def from_environment(
+        cls, kubeconfig: str | None = None, context: str | None = None
+    ) -> Client:
+        """KUBECONFIG (or `kubeconfig`, or ~/.kube/config) if present, else in-cluster;
+        `context` picks a kubeconfig context other than its current-context."""
         try:
-            if path or default.exists():
-                await aio_config.load_kube_config(
-                    config_file=path or str(default),
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            else:
-                aio_config.load_incluster_config(client_configuration=configuration)
-        except (aio_config.ConfigException, OSError) as error:
-            where = path or (str(default) if default.exists() else "the in-cluster service account")
-            raise ConfigError(
-                f"cannot load Kubernetes credentials from {where}: {error}"
-            ) from error
-        return cls(configuration)
+            creds, _ = credentials.load(kubeconfig, context)
+            await creds.headers()  # a token file that cannot be read or a failing exec plugin
+            await creds.ssl_context()  # a client certificate that does not load
+        except credentials.CredentialsError as error:
+            raise ConfigError(f"cannot load Kubernetes credentials: {error}") from error
+        return cls(creds)
 
     async def connection(self) -> Connection:
-        c = self._configuration
-        auth = await c.get_api_key_with_prefix("BearerToken", alias="authorization")
-        token = auth.split(" ", 1)[1] if auth and " " in auth else auth
+        c = self._credentials
+        secret = await c.source.current()
         return Connection(
-            server=c.host,
-            token=token,
-            ca_path=c.ssl_ca_cert,
-            insecure=not c.verify_ssl,
-            certificate_path=c.cert_file,
-            private_key_path=c.key_file,
+            server=c.server,
+            token=secret.token,
+            ca_path=c.ca_path,
+            insecure=c.insecure,
+            certificate_path=secret.certificate_path,
+            private_key_path=secret.private_key_path,
+            expiration=secret.expires,
+            username=c.basic[0] if c.basic and not secret.token else None,
+            password=c.basic[1] if c.basic and not secret.token else None,
         )
 
     async def close(self) -> None:
-        await self._api.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _pool(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=POOL_SIZE),
+                headers={"User-Agent": "remediation-operator"},
+            )
+        return self._session
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Sequence[tuple[str, str]],
+        headers: Mapping[str, str],
+        data: bytes | None,
+        seconds: float,
+    ) -> aiohttp.ClientResponse:
+        """Send once; on a 401 with a refreshable credential, refresh it and send again."""
+        creds = self._credentials
+        for attempt in range(2):
+            try:
+                auth = await creds.headers()
+                context = await creds.ssl_context()
+            except credentials.CredentialsError as error:
+                raise ApiError(401, "CredentialsUnavailable", str(error)) from error
+            response = await self._pool().request(
+                method,
+                creds.server + path,
+                params=list(params) or None,
+                headers={**headers, **auth},
+                data=data,
+                ssl=context if context is not None else True,
+                server_hostname=creds.tls_server_name,
+                timeout=aiohttp.ClientTimeout(total=seconds),
+            )
+            if response.status != 401 or attempt or not creds.source.refreshable:
+                return response
+            response.release()
+            creds.source.invalidate()
+        raise AssertionError("unreachable")  # the loop returns on its second pass
 
     async def request(
         self,
@@ -133,37 +182,37 @@ class Client:
         content_type: str = "application/json",
         request_timeout: float = 30.0,
     ) -> dict[str, Any]:
-        params: Sequence[tuple[str, str]] = [
-            (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
-        ]
-        serialized = await self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(params) or None,
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        headers = {"Accept": "application/json"}
+        data: bytes | None = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body, default=_jsonable).encode()
+        began = time.monotonic()
         try:
-            response: Any = await self._api.call_api(*serialized, _request_timeout=request_timeout)
-            raw = await response.read()
+            response = await self._send(
+                method, path, _params(query or {}), headers, data, request_timeout
+            )
+            async with response:
+                raw = await response.read()
         except (aiohttp.ClientError, TimeoutError) as error:
             # Unreachable or too slow: status 0, like client-go's transport errors.
+            self.observe(method, path, 0, time.monotonic() - began)
             raise ApiError(0, "Unreachable", f"{method} {path}: {error!r}") from error
+        self.observe(method, path, int(response.status), time.monotonic() - began)
         try:
-            data: Any = json.loads(raw) if raw else {}
+            data_: Any = json.loads(raw) if raw else {}
         except ValueError:
-            data = {"message": raw.decode("utf-8", "replace")[:500]}
+            data_ = {"message": raw.decode("utf-8", "replace")[:500]}
         if not 200 <= response.status < 300:
-            status = data if isinstance(data, dict) else {}
+            status = data_ if isinstance(data_, dict) else {}
             raise ApiError(
                 status=response.status,
                 reason=str(status.get("reason") or response.reason or ""),
                 message=str(status.get("message") or ""),
-                retry_after=_retry_after(response.getheader("Retry-After")),
+                retry_after=_retry_after(response.headers.get("Retry-After")),
                 body=status,
             )
-        return data if isinstance(data, dict) else {"items": data}
+        return data_ if isinstance(data_, dict) else {"items": data_}
 
     async def watch(
         self, path: str, *, timeout_seconds: int = 300, **query: str | int | bool
@@ -173,20 +222,21 @@ class Client:
         An ERROR event (e.g. 410 Gone: the resourceVersion is too old) is raised as ApiError;
         the caller lists again and resumes from the new resourceVersion.
         """
-        params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in query.items()]
-        params += [("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
-        serialized = await self._api.param_serialize(
-            method="GET",
-            resource_path=path,
-            query_params=params,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
+        params = [*_params(query), ("watch", "true"), ("timeoutSeconds", str(timeout_seconds))]
+        began = time.monotonic()
+        selectors = "&".join(
+            f"{k}={v}" for k, v in sorted(query.items()) if "selector" in k.lower()
         )
+        target = f"{path}?{selectors}" if selectors else path
         try:
-            response: Any = await self._api.call_api(
-                *serialized, _request_timeout=timeout_seconds + 30
-            )
-            stream = response.response
+            try:
+                stream = await self._send(
+                    "GET", path, params, {"Accept": "application/json"}, None, timeout_seconds + 30
+                )
+            except (aiohttp.ClientError, TimeoutError):
+                self.observe("WATCH", target, 0, time.monotonic() - began)
+                raise
+            self.observe("WATCH", target, int(stream.status), time.monotonic() - began)
             if not 200 <= stream.status < 300:
                 raw = await stream.read()
                 stream.release()

@@ -3,15 +3,21 @@
 Pods that must not or need not be evicted are skipped exactly like kubectl: DaemonSet-owned
 pods (their controller would recreate them on the node anyway), mirror pods (static pods the
 API cannot delete) and pods already Succeeded/Failed. A 429 from the eviction subresource is a
-PodDisruptionBudget saying "not now" (kubectl retries it every 5 s); we report it as blocked
-and the engine retries at its next wake. A pod already terminating still counts as remaining
-until it is gone, but is not evicted again. `force` deletes the pods instead (the policy's
-choice after the drain timed out).
+PodDisruptionBudget saying "not now" (kubectl retries it every 5 s); we report it as blocked,
+naming the budget and the pods, and the engine retries at its next wake. The budget's name
+comes from the 429's `details.causes[]` entry with reason `DisruptionBudget`, whose message
+the API server words "The disruption budget <name> needs N healthy pods and has M currently"
+(or "... does not allow evicting pods currently ..."; k8s.io/kubernetes
+pkg/registry/core/pod/storage/eviction.go); the budget is in the pod's namespace. A pod
+already terminating still counts as remaining until it is gone, but is not evicted again.
+`force` deletes the pods instead (the policy's choice after the drain timed out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +26,8 @@ from remediation_operator.k8s.client import ApiError, Client, path
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 EVICTION_CONCURRENCY = 16
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+_BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,31 @@ class Drained:
     blocked_by_pdb: bool = False
     attempted: bool = False
     message: str = ""
+    pdbs: tuple[str, ...] = ()
+    """`namespace/name` of the PodDisruptionBudgets that refused the last evictions."""
+    blocked_pods: tuple[str, ...] = ()
+    """`namespace/name` of the pods whose eviction they refused."""
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    message: str
+    pdbs: tuple[str, ...]
+    pods: tuple[str, ...]
+
+
+def budgets_named(body: Any, namespace: str) -> list[str]:
+    """The PodDisruptionBudgets a 429 from the eviction subresource names (`namespace/name`)."""
+    details = body.get("details") if isinstance(body, Mapping) else None
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    named: list[str] = []
+    for cause in causes if isinstance(causes, list) else ():
+        if not isinstance(cause, Mapping) or cause.get("reason") != DISRUPTION_BUDGET_CAUSE:
+            continue
+        found = _BUDGET_NAME.match(str(cause.get("message") or ""))
+        if found is not None:
+            named.append(f"{namespace}/{found.group(1)}")
+    return named
 
 
 def evictable(pod: dict[str, Any]) -> bool:
@@ -53,16 +86,24 @@ class Drainer:
     def __init__(self, client: Client) -> None:
         self._client = client
         self._attempted: set[str] = set()
-        self._blocked: dict[str, str] = {}
+        self._blocked: dict[str, _Refusal] = {}
 
     async def status(self, node: str) -> Drained:
         remaining = await pods_on(self._client, node)
-        blocked = self._blocked.get(node, "") if remaining else ""
+        blocked = self._blocked.get(node) if remaining else None
+        if blocked is None:
+            return Drained(
+                remaining=len(remaining),
+                attempted=node in self._attempted,
+                message=_left(remaining),
+            )
         return Drained(
             remaining=len(remaining),
-            blocked_by_pdb=bool(blocked),
+            blocked_by_pdb=True,
             attempted=node in self._attempted,
-            message=blocked or _left(remaining),
+            message=blocked.message,
+            pdbs=blocked.pdbs,
+            blocked_pods=blocked.pods,
         )
 
     async def evict(self, node: str, force: bool) -> Drained:
@@ -73,7 +114,7 @@ class Drainer:
         node well under a second of round trips without flooding the API server.
         """
         self._attempted.add(node)
-        refused: list[str] = []
+        refused: list[tuple[str, list[str]]] = []
         gate = asyncio.Semaphore(EVICTION_CONCURRENCY)
 
         async def one(pod: dict[str, Any]) -> None:
@@ -82,16 +123,22 @@ class Drainer:
 
         await asyncio.gather(*(one(pod) for pod in await pods_on(self._client, node)))
         if refused:
-            self._blocked[node] = (
-                f"eviction of {', '.join(sorted(refused)[:3])}"
-                f"{' and others' if len(refused) > 3 else ''}"
-                " refused by a PodDisruptionBudget"
+            pods = tuple(sorted(pod for pod, _ in refused))
+            pdbs = tuple(sorted({pdb for _, named in refused for pdb in named}))
+            by = f"PodDisruptionBudget {', '.join(pdbs)}" if pdbs else "a PodDisruptionBudget"
+            self._blocked[node] = _Refusal(
+                f"eviction of {', '.join(pods[:3])}{' and others' if len(pods) > 3 else ''}"
+                f" refused by {by}",
+                pdbs,
+                pods,
             )
         else:
             self._blocked.pop(node, None)
         return await self.status(node)
 
-    async def _evict_one(self, pod: dict[str, Any], force: bool, refused: list[str]) -> None:
+    async def _evict_one(
+        self, pod: dict[str, Any], force: bool, refused: list[tuple[str, list[str]]]
+    ) -> None:
         metadata = pod["metadata"]
         if metadata.get("deletionTimestamp"):
             return
@@ -110,7 +157,7 @@ class Drainer:
                 )
         except ApiError as error:
             if error.status == 429:
-                refused.append(f"{namespace}/{name}")
+                refused.append((f"{namespace}/{name}", budgets_named(error.body, namespace)))
             elif error.status != 404:
                 raise
 

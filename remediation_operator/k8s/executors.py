@@ -131,6 +131,12 @@ def job_manifest(
     return job
 
 
+def _has_pods(job: Mapping[str, Any]) -> bool:
+    """Whether the Job controller got any pod of the Job created."""
+    status = job.get("status") or {}
+    return any(int(status.get(key) or 0) for key in ("active", "succeeded", "failed", "ready"))
+
+
 def agent_request(remediation: str, action: Action, attempt: int) -> str:
     return f"{action.value}:{remediation}:{attempt}"
 
@@ -231,7 +237,32 @@ class Executors:
             if condition.get("type") == "Failed":
                 detail = condition.get("message") or condition.get("reason") or "failed"
                 return Status(Progress.Failed, f"Job {name} failed: {detail}")
+        if not _has_pods(job):
+            refused = await self._refused(name)
+            if refused is not None:
+                return refused
         return Status(Progress.InProgress, f"Job {self._namespace}/{name} running")
+
+    async def _refused(self, name: str) -> Status | None:
+        """The Job controller could not create the Job's pod (Pod Security, quota, a missing
+        RuntimeClass...): it says so only in a `FailedCreate` Event on the Job and keeps
+        retrying, so without this the step would wait out its timeout. A refusal by
+        admission does not heal by waiting, so it is a permanent failure with the API's
+        reason (kubernetes pkg/controller/job: `FailedCreate` events from the pod control)."""
+        events = await self._client.get(
+            path("v1", "events", namespace=self._namespace),
+            fieldSelector=f"involvedObject.kind=Job,involvedObject.name={name}",
+        )
+        for event in reversed(events.get("items") or []):
+            involved = event.get("involvedObject") or {}
+            if event.get("reason") == "FailedCreate" and involved.get("name") == name:
+                detail = str(event.get("message") or "pod creation refused")
+                return Status(
+                    Progress.Failed,
+                    f"Job {self._namespace}/{name} cannot create its pod: {detail}",
+                    permanent=True,
+                )
+        return None
 
     async def _agent_status(self, node: str, request: str) -> Status:
         body = await nodes.read(self._client, node)

@@ -4,7 +4,9 @@ Karpenter owns the machine's lifecycle: deleting the node's NodeClaim (found thr
 Node's ownerReference, else by `status.providerID == spec.providerID`, as Karpenter itself
 links them) makes Karpenter drain, terminate and, when pods are pending, provision a
 replacement. The step is done when the NodeClaim (or, for the other providers, the Node) is
-gone: observed, not assumed.
+gone: observed, not assumed. A node Karpenter cannot replace (it has no NodeClaim, or the
+NodeClaim CRD is not installed at all) is refused at once with the reason (`NoNodeClaim`),
+never reported as replaced and never left to wait out the step's timeout.
 """
 
 from __future__ import annotations
@@ -18,7 +20,34 @@ from remediation_operator.k8s.client import ApiError, Client, path
 
 
 class NoNodeClaim(LookupError):  # noqa: N818 - read as replace.NoNodeClaim
-    """The node has neither a NodeClaim ownerReference nor a NodeClaim with its providerID."""
+    """The node has neither a NodeClaim ownerReference nor a NodeClaim with its providerID, or
+    the NodeClaim CRD is not installed."""
+
+
+def _no_claim(node: str) -> NoNodeClaim:
+    return NoNodeClaim(
+        f"node {node} has no NodeClaim (no karpenter.sh ownerReference and no NodeClaim"
+        " with its providerID); use the DeleteNode or Manual replace provider"
+    )
+
+
+def _no_karpenter(node: str) -> NoNodeClaim:
+    return NoNodeClaim(
+        f"cannot replace node {node} through Karpenter: the NodeClaim CRD"
+        f" ({names.KARPENTER_GROUP_VERSION} {names.NODECLAIMS}) is not installed; use the"
+        " DeleteNode or Manual replace provider"
+    )
+
+
+async def karpenter_installed(client: Client) -> bool:
+    """Whether the API server serves NodeClaims (a 404 on their list: the CRD is absent)."""
+    try:
+        await client.get(_claim_path(), limit=1)
+    except ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
 
 
 def _claim_path(name: str | None = None) -> str:
@@ -76,10 +105,9 @@ async def replace(client: Client, node: str, provider: ReplaceProvider) -> None:
         return
     claim = await find_nodeclaim(client, body)
     if claim is None:
-        raise NoNodeClaim(
-            f"node {node} has no NodeClaim (no karpenter.sh ownerReference and no NodeClaim"
-            " with its providerID); use the DeleteNode or Manual replace provider"
-        )
+        if not await karpenter_installed(client):
+            raise _no_karpenter(node)
+        raise _no_claim(node)
     try:
         await client.delete(_claim_path(claim["metadata"]["name"]))
     except ApiError as error:
@@ -99,8 +127,12 @@ async def status(client: Client, node: str, provider: ReplaceProvider) -> Progre
         return Progress.InProgress if deleting else Progress.Absent
     claim = await find_nodeclaim(client, body)
     if claim is None:
-        # Claim gone while the Node lingers: Karpenter finished with it.
-        return Progress.Succeeded if _had_claim(body) else Progress.Absent
+        if not await karpenter_installed(client):
+            raise _no_karpenter(node)
+        if _had_claim(body):
+            # The NodeClaim the Node names is gone while the Node lingers: Karpenter is done.
+            return Progress.Succeeded
+        raise _no_claim(node)
     deleting = (claim.get("metadata") or {}).get("deletionTimestamp")
     return Progress.InProgress if deleting else Progress.Absent
 

@@ -2,7 +2,12 @@
 
 Liveness answers from the event loop itself, so a wedged loop fails the probe; readiness is a
 callable the runtime owns (caches synced), and a non-leader replica is ready too, so a
-rolling update never waits for leadership.
+rolling update never waits for leadership. A replica that cannot even read or write its
+leader Lease (namespace missing, forbidden, API unreachable) is not ready, and `/readyz` says
+why (`why_not`), so `kubectl describe pod` shows the reason next to the failing probe.
+
+A port that cannot be bound is a `BindError` naming the address and the flag, which the
+process reports as one log line before it exits.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ class Address:
         return cls(host=host.strip("[]") or "0.0.0.0", port=int(port))
 
 
+class BindError(OSError):
+    """The metrics address cannot be served (port in use, address not on this host)."""
+
+
 @dataclass(frozen=True)
 class Served:
     host: str
@@ -44,7 +53,11 @@ class Served:
         return f"http://{self.host}:{self.port}"
 
 
-def application(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
+def application(
+    metrics: Metrics,
+    ready: Callable[[], bool],
+    why_not: Callable[[], str | None] = lambda: None,
+) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
@@ -52,6 +65,9 @@ def application(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
+        problem = why_not()
+        if problem is not None:
+            return web.Response(status=503, text=f"not ready: {problem}\n")
         if ready():
             return web.Response(text="ok\n")
         return web.Response(status=503, text="caches not synced yet\n")
@@ -65,13 +81,24 @@ def application(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
 
 @asynccontextmanager
 async def serve(
-    address: Address, metrics: Metrics, ready: Callable[[], bool]
+    address: Address,
+    metrics: Metrics,
+    ready: Callable[[], bool],
+    why_not: Callable[[], str | None] = lambda: None,
 ) -> AsyncIterator[Served]:
     """Serve the endpoints until the context exits; port 0 picks a free port."""
-    runner = web.AppRunner(application(metrics, ready), access_log=None)
+    runner = web.AppRunner(application(metrics, ready, why_not), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        raise BindError(
+            error.errno,
+            f"cannot serve metrics on {address.host}:{address.port}: {error.strerror or error};"
+            " pass --metrics-address with a free port",
+        ) from error
     try:
         addresses = runner.addresses
         port = addresses[0][1] if addresses else address.port

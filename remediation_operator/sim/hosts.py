@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from remediation_operator.domain.policy import Policy
+from remediation_operator.domain.policy import Action, Policy
 from remediation_operator.sim.faultmix import Cause, Symptom
 from remediation_operator.sim.fleetspec import GPU_LABEL, POOL_LABEL, ZONE_LABEL, FleetSpec
 from remediation_operator.sim.memory_cluster import MemoryCluster
@@ -32,6 +32,13 @@ class HostFault:
     started_at: float
     clears_at: float | None = None
     """A transient fault ends by itself then; None: only an action or a human fixes it."""
+    luck: tuple[tuple[Action, float], ...] = ()
+    """Per fixing action, the uniform draw its first attempt on this fault is judged by (fixed
+    when below the cause's `fixedBy`). Drawn with the fault, so every policy of a comparison,
+    and the oracle, meet the same luck; later attempts draw afresh."""
+
+    def draw_for(self, action: Action) -> float | None:
+        return next((u for a, u in self.luck if a is action), None)
 
 
 @dataclass
@@ -61,6 +68,12 @@ class Host:
     counted_available: bool = False
     counted_faulty: bool = False
     """What the availability ledger counted this host as (to update counts on change)."""
+    tried: set[Action] = field(default_factory=set)
+    """Fixing actions already completed on the current fault (their luck is spent)."""
+    loss_cause: str | None = None
+    """Fault class the slot's current unavailability is charged to (None: available)."""
+    loss_key: tuple[str, str] | None = None
+    """(fault class, stage) the ledger counts this slot under now (None: not lost)."""
 
     @property
     def ready(self) -> bool:
@@ -102,8 +115,9 @@ class Publisher:
     A condition a policy watches with `staleAfter` is on every node from the start, in its
     healthy state, so a policy never sees a missing condition where a real agent would report
     "all good"; other condition types appear with the first fault that shows them and return to
-    their healthy state when it clears. Agents are modelled as always alive: their heartbeat is
-    stamped after the end of the simulation, so a `staleAfter` rule never fires on a live agent.
+    their healthy state when it clears. Agents are modelled as always alive: they keep beating
+    until after the end of the simulation (`beating_until`), so a `staleAfter` rule never fires
+    on a live agent.
     Only changed conditions are written (each write makes the cluster rebuild that node's view).
     """
 
@@ -172,7 +186,9 @@ class Publisher:
         for type_, (status, reason) in shown.items():
             if host.published.get(type_) != (status, reason):
                 message = "" if reason in ("Healthy", "KubeletReady") else f"Simulated {reason}."
-                cluster.set_condition(host.name, type_, status, reason, message, self._beat)
+                cluster.set_condition(
+                    host.name, type_, status, reason, message, beating_until=self._beat
+                )
                 changed = True
         host.published = shown
         return changed

@@ -1,14 +1,19 @@
-"""Time integrals of the fleet's state: node-time available, faulty, blocked, in flight.
+"""Time integrals of the fleet's state: node-time available, faulty, blocked, in flight, lost.
 
 Availability is "the fraction of node-time that was schedulable and healthy", which is an
 integral over a piecewise-constant count; keeping running counts and integrating them between
-events costs O(1) per event instead of a scan of every node.
+events costs O(1) per event instead of a scan of every node. Node-time lost is kept the same
+way per (fault class, stage) key (`sim/losses.py`), and so is the time breakers stay open.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+LossKey = tuple[str, str]
+"""(fault class, stage) of a node slot that is not schedulable-and-healthy."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class Ledger:
         self.schedulable_faulty_seconds = 0.0
         self.blocked_seconds: dict[str, float] = {}
         self.peak_in_flight = 0
+        self.lost: Counter[LossKey] = Counter()
+        self.lost_seconds: dict[LossKey, float] = {}
+        self.breakers_open = 0
+        self.breaker_open_seconds = 0.0
 
     def advance(self, at: float) -> None:
         """Integrate the current counts from the last event up to `at`."""
@@ -50,7 +59,20 @@ class Ledger:
         for reason, count in self.blocked.items():
             if count:
                 self.blocked_seconds[reason] = self.blocked_seconds.get(reason, 0.0) + count * span
+        for key, count in self.lost.items():
+            if count:
+                self.lost_seconds[key] = self.lost_seconds.get(key, 0.0) + count * span
+        self.breaker_open_seconds += self.breakers_open * span
         self._at = at
+
+    def move_lost(self, old: LossKey | None, new: LossKey | None) -> None:
+        """One slot changes from being lost under `old` to `new` (None: not lost)."""
+        if old is not None:
+            self.lost[old] -= 1
+            if not self.lost[old]:
+                del self.lost[old]  # keeps `advance` to the keys in use
+        if new is not None:
+            self.lost[new] += 1
 
     def set_in_flight(self, count: int) -> None:
         self.in_flight = count

@@ -9,22 +9,39 @@ finish when the caller says so or when a duration the caller configured has pass
 
 Node objects are kept as the API would return them (plain dicts), so the engine's Node
 conversion is exercised too; each node's `NodeView` is recomputed only when that node changes.
+
+The cluster also plays the operator's node cache in one respect: it stamps each condition with
+the instant the operator saw its heartbeat, status or reason change (`Condition.observed_at`,
+from which staleness is judged), on the cluster's clock. `heartbeat=` sets only the remote
+`lastHeartbeatTime` (any value, a year ahead included: it is never compared with the clock).
+`set_condition(beating_until=U)` stands for an agent that keeps heart-beating until `U` without
+the caller writing every beat (the simulator's live agents): the condition counts as seen at
+`U`, so it goes stale `staleAfter` after `U`, as a real one whose agent stopped at `U` would.
+`restart_operator()` makes every condition a first sight at the restart, as it is for a
+restarted operator.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remediation_operator.domain.fleet import Progress
-from remediation_operator.domain.policy import Action, ActionExecutor, Executor, ReplaceProvider
+from remediation_operator.domain.policy import (
+    Action,
+    ActionExecutor,
+    Executor,
+    Policy,
+    ReplaceProvider,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import RemediationState
 from remediation_operator.engine import nodes as node_objects
+from remediation_operator.engine import ownership
 from remediation_operator.engine.node_index import NodeIndex
 from remediation_operator.engine.ports import (
     Conflict,
@@ -34,11 +51,22 @@ from remediation_operator.engine.ports import (
     NotFound,
     PolicyState,
     Ports,
+    Refused,
     RemediationRecord,
     StepTransition,
 )
 
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+
+
+def _no_nodeclaim(node: str) -> str:
+    """What the Kubernetes port says (k8s/replace.py) of a node Karpenter cannot replace."""
+    return (
+        f"node {node} has no NodeClaim (no karpenter.sh ownerReference and no NodeClaim with"
+        " its providerID); use the DeleteNode or Manual replace provider"
+    )
+
+
 AGENT_REQUEST = "remediation.gpuops.io/agent-request"
 AGENT_ACK = node_objects.AGENT_ACK_ANNOTATION
 REPLACE_REQUESTED = "remediation.gpuops.io/replace-requested"
@@ -72,6 +100,8 @@ class Pod:
     mirror: bool = False
     phase: str = "Running"
     protected_until: datetime | None = None
+    pdb: str = "default/pdb"
+    """The PodDisruptionBudget (`namespace/name`) that protects it while `protected_until`."""
 
     @property
     def evictable(self) -> bool:
@@ -184,10 +214,24 @@ class MemoryCluster:
     can assert that an effect happened exactly once.
     """
 
-    def __init__(self, now: datetime, *, keep_events: bool = True) -> None:
+    def __init__(
+        self, now: datetime, *, keep_events: bool = True, heartbeat: timedelta | None = None
+    ) -> None:
         self.now = now
         self.keep_events = keep_events
+        self.heartbeat = heartbeat
+        """Node agents re-publish every condition of every node (but `silent` ones) with a
+        fresh heartbeat this often, as `advance` crosses each period (None: only when the
+        caller sets a condition). `next_due` includes the next beat while a Remediation is
+        open: the runtime wakes the planner on a heartbeat of such a node (fresh evidence)."""
+        self.silent: set[str] = set()
+        """Nodes whose agents stopped heart-beating (their conditions go stale)."""
+        self._beaten = now
         self._nodes: dict[str, dict[str, Any]] = {}
+        self._observed: dict[str, dict[str, datetime]] = {}
+        """By node and condition type: when the operator saw it change (`observed_at`)."""
+        self._live: dict[str, dict[str, datetime]] = {}
+        """By node and condition type: until when its agent heart-beats (`beating_until`)."""
         self._views = NodeIndex()
         self._changed: set[str] = set()
         self._pods: dict[str, dict[str, Pod]] = {}
@@ -198,6 +242,10 @@ class MemoryCluster:
         self.scripts: dict[Action, ExecutorScript] = {}
         self.reboot_on_success = True
         """A Reboot executor that succeeds reboots the node (new bootID, Ready=True)."""
+        self.agents_report_after_reboot = True
+        """A rebooted node's agents start again and re-publish each of its conditions with a
+        fresh heartbeat (evidence seen after the reboot). False: they stay silent, and the
+        conditions keep what they showed before the reboot (stale evidence)."""
         self._claims: dict[str, str] = {}
         """NodeClaim name -> node name (Karpenter)."""
         self._claim_of: dict[str, str] = {}
@@ -303,9 +351,15 @@ class MemoryCluster:
         reason: str = "",
         message: str = "",
         heartbeat: datetime | None = None,
+        *,
+        beating_until: datetime | None = None,
     ) -> None:
-        """Set a Node condition as an agent would (transition time moves on status change)."""
-        self._set_condition(self._get(node), type_, status, reason, message, heartbeat)
+        """Set a Node condition as an agent would (transition time moves on status change).
+
+        `heartbeat`: its lastHeartbeatTime (default: now). `beating_until`: its agent keeps
+        heart-beating until then (the operator sees it fresh until that instant)."""
+        obj = self._get(node)
+        self._set_condition(obj, type_, status, reason, message, heartbeat, beating_until)
         self._touch(node)
 
     def remove_condition(self, node: str, type_: str) -> None:
@@ -313,6 +367,8 @@ class MemoryCluster:
         obj["status"]["conditions"] = [
             c for c in obj["status"]["conditions"] if c.get("type") != type_
         ]
+        self._observed.get(node, {}).pop(type_, None)
+        self._live.get(node, {}).pop(type_, None)
         self._touch(node)
 
     def set_unschedulable(self, node: str, value: bool) -> None:
@@ -336,12 +392,17 @@ class MemoryCluster:
         """The node rebooted: a new bootID; Ready as given."""
         obj = self._get(node)
         obj["status"]["nodeInfo"]["bootID"] = self._new_boot_id()
+        if self.agents_report_after_reboot and node not in self.silent:
+            self.beat(node)
         self._set_condition(obj, "Ready", "True" if ready else "False", "KubeletReady", "")
         self._touch(node)
 
     def delete_node(self, node: str) -> None:
         """The Node object goes away (with its pods, NodeClaim and pending replacement)."""
         self._nodes.pop(node, None)
+        self._observed.pop(node, None)
+        self._live.pop(node, None)
+        self.silent.discard(node)
         self._views.pop(node, None)
         self._pods.pop(node, None)
         self._replacements.pop(node, None)
@@ -355,9 +416,15 @@ class MemoryCluster:
 
     def restart_operator(self) -> None:
         """Forget what only a running operator process remembers (which drains it attempted,
-        which evictions a PDB refused), as a restarted operator would."""
+        which evictions a PDB refused, when it saw each condition change), as a restarted
+        operator would: every condition is first seen now."""
         self._drain_attempted.clear()
         self._drain_blocked.clear()
+        for node, observed in self._observed.items():
+            if any(at < self.now for at in observed.values()):
+                for type_, at in observed.items():
+                    observed[type_] = max(at, self.now)
+                self._touch(node)
 
     # The caller's knobs: pods ----------------------------------------------------------------
 
@@ -370,9 +437,10 @@ class MemoryCluster:
         mirror: bool = False,
         phase: str = "Running",
         protected_until: datetime | None = None,
+        pdb: str = "default/pdb",
     ) -> None:
         self._get(node)
-        self._pods[node][name] = Pod(name, daemonset, mirror, phase, protected_until)
+        self._pods[node][name] = Pod(name, daemonset, mirror, phase, protected_until, pdb)
 
     def pods(self, node: str) -> Sequence[Pod]:
         return tuple(self._pods.get(node, {}).values())
@@ -419,13 +487,51 @@ class MemoryCluster:
             if replacement.due is not None and replacement.due <= now:
                 self.delete_node(node)
                 happened.append(f"node {node} replaced ({replacement.provider})")
+        period = self.heartbeat
+        if period is not None and now >= self._beaten + period:
+            self._beaten += period * ((now - self._beaten) // period)
+            for node in self._nodes:
+                if node not in self.silent:
+                    self.beat(node)
         return happened
 
+    def beat(self, node: str) -> None:
+        """The node's agents re-publish each of its conditions, unchanged but for a fresh
+        heartbeat: the operator sees them change now (fresh evidence)."""
+        obj = self._get(node)
+        for condition in list(obj["status"]["conditions"]):
+            self._set_condition(
+                obj,
+                condition["type"],
+                condition["status"],
+                condition.get("reason", ""),
+                condition.get("message", ""),
+            )
+        self._touch(node)
+
     def next_due(self) -> datetime | None:
-        """The earliest time `advance` would finish something on its own."""
+        """The earliest time `advance` would finish something on its own (or, with
+        `heartbeat`, the next beat while a Remediation is open)."""
         dues = [e.due for e in self._pending.values() if e.due is not None]
         dues += [r.due for r in self._replacements.values() if r.due is not None]
+        if self.heartbeat is not None and any(
+            not r.state.terminal and r.state.node not in self.silent for r in self._records.values()
+        ):
+            dues.append(self._beaten + self.heartbeat)
         return min(dues) if dues else None
+
+    def open_by_node(self) -> dict[str, frozenset[str]]:
+        """By node: the policies with an open (non-terminal) Remediation there."""
+        out: dict[str, set[str]] = {}
+        for record in self._records.values():
+            if not record.state.terminal:
+                out.setdefault(record.state.node, set()).add(record.state.policy)
+        return {node: frozenset(policies) for node, policies in out.items()}
+
+    def foreign(self, policy: Policy, policies: Iterable[Policy]) -> dict[str, str]:
+        """The nodes `policy` selects that another of `policies` owns (engine.ownership), for
+        `reconcile(..., foreign=lambda: cluster.foreign(policy, policies))`."""
+        return ownership.foreign(policy, policies, self._views, self.open_by_node())
 
     def replacement_requested(self, node: str) -> ReplaceProvider | None:
         replacement = self._replacements.get(node)
@@ -502,7 +608,7 @@ class MemoryCluster:
         if provider is ReplaceProvider.Karpenter:
             claim = self._claim_of.get(node)
             if claim is None:
-                return Progress.Succeeded
+                raise Refused(_no_nodeclaim(node))
             return Progress.InProgress if claim in self._claims_deleting else Progress.Absent
         return Progress.InProgress if node in self._replacements else Progress.Absent
 
@@ -612,6 +718,8 @@ class MemoryCluster:
         if node in self._replacements:
             self._count("replace", node, False)
             return
+        if provider is ReplaceProvider.Karpenter and self._claim_of.get(node) is None:
+            raise Refused(_no_nodeclaim(node))
         due = self.now + self.replace_duration if self.replace_duration is not None else None
         self._replacements[node] = _Replacement(provider, due)
         if provider is ReplaceProvider.Karpenter:
@@ -706,7 +814,7 @@ class MemoryCluster:
         return obj
 
     def _touch(self, node: str) -> None:
-        self._views[node] = node_objects.to_view(self._nodes[node])
+        self._views[node] = node_objects.to_view(self._nodes[node], self._observed.get(node))
         self._changed.add(node)
 
     def _count(self, method: str, node: str, changed: bool) -> None:
@@ -728,17 +836,33 @@ class MemoryCluster:
         reason: str,
         message: str,
         heartbeat: datetime | None = None,
+        beating_until: datetime | None = None,
     ) -> None:
         conditions: list[dict[str, Any]] = obj["status"]["conditions"]
         beat = rfc3339(heartbeat if heartbeat is not None else self.now)
+        name = obj["metadata"]["name"]
+        observed = self._observed.setdefault(name, {})
+        live = self._live.setdefault(name, {})
+        if beating_until is not None:
+            live[type_] = beating_until
+        until = live.get(type_)
+        # Seen now, or, while its agent beats on until a later instant, seen until then.
+        seen = self.now if until is None or until < self.now else until
         for condition in conditions:
             if condition.get("type") == type_:
                 if condition.get("status") != status:
                     condition["lastTransitionTime"] = rfc3339(self.now)
+                signature = (condition.get("lastHeartbeatTime"), condition.get("status"))
+                changed = signature != (beat, status) or condition.get("reason") != reason
+                if changed or beating_until is not None:
+                    observed[type_] = seen
+                else:
+                    observed.setdefault(type_, seen)
                 condition.update(
                     status=status, reason=reason, message=message, lastHeartbeatTime=beat
                 )
                 return
+        observed[type_] = seen
         conditions.append(
             {
                 "type": type_,
@@ -757,9 +881,20 @@ class MemoryCluster:
         remaining = sum(1 for p in pods.values() if p.evictable)
         blocked = remaining > 0 and node in self._drain_blocked
         message = f"{remaining} pod(s) left to evict"
+        protected = sorted(
+            (p for p in pods.values() if p.evictable and p.protected_until is not None),
+            key=lambda p: p.name,
+        )
         if blocked:
             message += "; the last eviction was refused by a PodDisruptionBudget"
-        return DrainStatus(remaining, blocked, node in self._drain_attempted, message + ".")
+        return DrainStatus(
+            remaining,
+            blocked,
+            node in self._drain_attempted,
+            message + ".",
+            pdbs=tuple(sorted({p.pdb for p in protected})) if blocked else (),
+            blocked_pods=tuple(f"default/{p.name}" for p in protected) if blocked else (),
+        )
 
     def _finish(self, execution: Execution, succeed: bool, permanent: bool) -> None:
         execution.progress = Progress.Succeeded if succeed else Progress.Failed

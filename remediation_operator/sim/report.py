@@ -2,8 +2,10 @@
 
 The report answers the questions a fleet owner asks before applying a policy: how much of the
 fleet stays usable, how much GPU time and job progress is lost, how many nodes are cordoned,
-drained, reset, rebooted and replaced, how fast nodes come back, and how long repair waited on
-a budget or the circuit breaker. Several reports print side by side for `--compare`.
+drained, reset, rebooted and replaced, how fast nodes come back, how long repair waited on
+a budget or the circuit breaker, and where the lost node-hours went (by stage and by fault
+class), next to the oracle's: the least any policy could lose on the same faults. Several
+reports print side by side for `--compare`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from remediation_operator.domain.policy import LADDER_ORDER, Action
 from remediation_operator.domain.reasons import Reason
+from remediation_operator.sim import losses
 
 BLOCKING_REASONS: tuple[Reason, ...] = (
     Reason.BudgetExhausted,
@@ -72,9 +75,31 @@ class Report:
     """Remediation-hours spent Blocked, by reason."""
     peak_in_flight: int = 0
     """Most nodes in a disruptive step at once."""
+    lost_node_hours: float = 0.0
+    """Node-hours a slot was not schedulable-and-healthy (1 - availability, in node-hours)."""
+    lost_by_stage: Mapping[str, float] = field(default_factory=dict)
+    """Node-hours lost per stage (`sim/losses.Stage`); sums to `lost_node_hours`."""
+    lost_by_class: Mapping[str, float] = field(default_factory=dict)
+    """Node-hours lost per fault class (the fault mix's causes, storms); sums to the same."""
+    breaker_openings: int = 0
+    """Times a circuit breaker group went from closed to open."""
+    breaker_open_hours: float = 0.0
+    """Group-hours during which a breaker was open."""
+    oracle: bool = False
+    """This is the oracle's report (`sim/oracle.py`), the baseline the others are measured by."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def hours_by(seconds: Mapping[tuple[str, str], float], *, index: int) -> dict[str, float]:
+    """Node-seconds per (fault class, stage) summed by one of the two, in node-hours, largest
+    first (ties by name)."""
+    total: dict[str, float] = {}
+    for key, value in seconds.items():
+        total[key[index]] = total.get(key[index], 0.0) + value
+    ordered = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+    return {name: round(value / 3600.0, 1) for name, value in ordered}
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
@@ -144,7 +169,51 @@ def _rows(reports: Sequence[Report]) -> list[_Row]:
     rows += [(f"hours blocked: {x}", _blocked(x)) for x in reasons]
     if not reasons:
         rows.append(("hours blocked (budgets, breaker)", lambda r: "0.0"))
+    rows += [
+        ("breaker openings", lambda r: str(r.breaker_openings)),
+        ("breaker open (group-hours)", lambda r: _num(r.breaker_open_hours)),
+    ]
+    rows += _loss_rows(reports)
     return rows
+
+
+def _loss_rows(reports: Sequence[Report]) -> list[_Row]:
+    """Node-hours lost, the gap to the oracle, and where the loss went."""
+    rows: list[_Row] = [("node-hours lost", lambda r: _num(r.lost_node_hours))]
+    oracle = next((r for r in reports if r.oracle), None)
+    if oracle is not None:
+        best = oracle.lost_node_hours
+
+        def gap(r: Report) -> str:
+            return "-" if r.oracle else _num(r.lost_node_hours - best)
+
+        def share(r: Report) -> str:
+            if r.oracle or r.lost_node_hours <= 0:
+                return "-"
+            return f"{(r.lost_node_hours - best) / r.lost_node_hours * 100:.1f}%"
+
+        rows += [
+            ("  more than the oracle", gap),
+            ("  share a better policy could avoid", share),
+        ]
+    shown = list(losses.REPORTED)
+    extra = {s for r in reports for s, v in r.lost_by_stage.items() if v > 0}
+    shown += [s for s in losses.Stage if s in extra and s not in shown]
+    rows += [(f"lost in: {stage.value}", _lost("lost_by_stage", stage.value)) for stage in shown]
+    classes = sorted(
+        {c for r in reports for c, v in r.lost_by_class.items() if v > 0},
+        key=lambda c: (-max(r.lost_by_class.get(c, 0.0) for r in reports), c),
+    )
+    rows += [(f"lost to: {c}", _lost("lost_by_class", c)) for c in classes]
+    return rows
+
+
+def _lost(field_name: str, key: str) -> Callable[[Report], str]:
+    def cell(report: Report) -> str:
+        values: Mapping[str, float] = getattr(report, field_name)
+        return _num(values.get(key, 0.0))
+
+    return cell
 
 
 def format_table(reports: Sequence[Report]) -> str:

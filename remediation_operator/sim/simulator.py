@@ -33,12 +33,14 @@ from remediation_operator.domain.effects import (
     RunExecutor,
 )
 from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.engine import reconciler
 from remediation_operator.engine.reconciler import Reconciled
+from remediation_operator.sim import losses
 from remediation_operator.sim import report as reports
 from remediation_operator.sim.events import Agenda, Kind
-from remediation_operator.sim.faultmix import Cause, FaultMix, Symptom
+from remediation_operator.sim.faultmix import FIXING_ACTIONS, Cause, FaultMix, Symptom
 from remediation_operator.sim.fleetspec import FleetSpec
 from remediation_operator.sim.hosts import Host, HostFault, Publisher, node_name
 from remediation_operator.sim.jobs import Jobs
@@ -171,6 +173,10 @@ class Simulation:
         self.recover_seconds: list[float] = []
         self.remediation_interruptions = 0
         self.reconciles = 0
+        self.breaker_openings = 0
+        self._open_groups: frozenset[str] = frozenset()
+        self._reasons: dict[str, Reason] = {}
+        """The planner's latest reason per node it planned (why a node has no Remediation)."""
         self._known: set[str] = set()
 
     # Public ------------------------------------------------------------------------------------
@@ -295,6 +301,7 @@ class Simulation:
         transient = cause.transient_share > 0 and rng.random() < cause.transient_share
         lasts = cause.transient_lasts.draw(rng).total_seconds()
         manual = self.mix.durations.manual_repair.draw(rng).total_seconds()
+        luck = tuple((action, rng.random()) for action in FIXING_ACTIONS)
         self._schedule_fault(self.now)
         self.faults += 1
         host = self.hosts[slot]
@@ -303,7 +310,7 @@ class Simulation:
         if not cause.persistent or not host.present or host.fault is not None or host.rebooting:
             self._dispatch()
             return
-        await self._apply_fault(host, cause, symptom, transient, lasts, manual)
+        await self._apply_fault(host, cause, symptom, transient, lasts, manual, luck)
 
     async def _apply_fault(
         self,
@@ -313,6 +320,7 @@ class Simulation:
         transient: bool,
         lasts: float,
         manual: float,
+        luck: tuple[tuple[Action, float], ...] = (),
     ) -> None:
         self._fault_ids += 1
         fault = HostFault(
@@ -321,8 +329,10 @@ class Simulation:
             symptom=symptom,
             started_at=self.now,
             clears_at=self.now + lasts if transient else None,
+            luck=luck,
         )
         host.fault = fault
+        host.tried.clear()
         if host.fault_since is None:
             host.fault_since = self.now
         if fault.clears_at is not None:
@@ -439,6 +449,10 @@ class Simulation:
             self._successor_joins(host)
             return
         action = Action.Reboot if pending.work is Work.Reboot else Action.GPUReset
+        await self._executor_done(host, action)
+
+    async def _executor_done(self, host: Host, action: Action) -> None:
+        """A GPU reset or reboot the engine started has finished on `host`."""
         self.cluster.advance(self.moment)
         self.cluster.finish_execution(host.name, action, succeed=True)
         if action is Action.Reboot:
@@ -446,17 +460,30 @@ class Simulation:
             host.rebooting = False
             host.boot += 1
             host.published.pop("Ready", None)
-        fixed = False
-        if host.fault is not None:
-            chance = host.fault.cause.fixed_by.get(action, 0.0)
-            fixed = self._rng_actions.random() < chance
-            if fixed:
-                host.fault = None
+        fixed = self._judge(host, action)
         self._log("action-done", host.name, f"{action} {'fixed the fault' if fixed else 'done'}")
         self._publish(host)
         self._refresh(host)
         self._dispatch()
         await self._reconcile((host.name,))
+
+    def _judge(self, host: Host, action: Action) -> bool:
+        """Whether the completed `action` fixed the host's fault (and clear it if so).
+
+        The first attempt of each action on a fault is judged by the draw made with the fault
+        (`HostFault.luck`), so policies and the oracle face the same luck; a repeated attempt
+        draws again from the action stream."""
+        fault = host.fault
+        if fault is None:
+            return False
+        draw = fault.draw_for(action) if action not in host.tried else None
+        host.tried.add(action)
+        if draw is None:
+            draw = self._rng_actions.random()
+        fixed = draw < fault.cause.fixed_by.get(action, 0.0)
+        if fixed:
+            host.fault = None
+        return fixed
 
     async def _machine_gone(self, host: Host) -> None:
         """Karpenter drained and terminated the machine: the Node is deleted."""
@@ -504,12 +531,12 @@ class Simulation:
         else:
             self._same_instant = 0
             self._last_reconcile_at = self.now
-        self._absorb(result)
+        self._absorb(result, focus)
         if self.observer is not None:
             self.observer(self, result)
         self._dispatch()
 
-    def _absorb(self, result: Reconciled) -> None:
+    def _absorb(self, result: Reconciled, focus: Iterable[str] = ()) -> None:
         # Sorted: the engine's order may follow set iteration, which differs between processes.
         for state in sorted(result.written, key=lambda s: (s.node, s.name)):
             if state.name not in self._known:
@@ -531,6 +558,21 @@ class Simulation:
                         self._call_a_human(state.node)
             else:
                 self.active[state.node] = state
+        touched = {state.node for state in result.written}
+        # The planner planned every focused node; one it gave no reason for has none now (a
+        # breaker that held it has closed, its fault no longer matches).
+        for node in set(focus) | result.reasons.keys():
+            reason = result.reasons.get(node)
+            if self._reasons.get(node) != reason:
+                if reason is None:
+                    del self._reasons[node]
+                else:
+                    self._reasons[node] = reason
+                touched.add(node)
+        for node in sorted(touched):
+            host = self.host(node)
+            if host is not None:
+                self._account(host)
         for transition in result.transitions:
             if transition.outcome is None:
                 self.actions[transition.action] += 1
@@ -540,6 +582,7 @@ class Simulation:
         self.ledger.blocked = {str(reason): count for reason, count in result.blocked.items()}
         if result.summary is not None:
             self.ledger.set_in_flight(result.summary.in_flight)
+            self._breakers(frozenset(result.summary.circuit_open))
         self._forget_old()
         wake = result.next_wake
         if wake is not None:
@@ -596,6 +639,16 @@ class Simulation:
             self._later(host, Work.MachineGone, gone)
             self._later(host, Work.SuccessorJoins, back)
 
+    def _breakers(self, groups: frozenset[str]) -> None:
+        """Count breaker openings and integrate the time breakers stay open."""
+        for group in sorted(groups - self._open_groups):
+            self.breaker_openings += 1
+            self._log("breaker-open", "", f"circuit breaker open for group {group or '(all)'}")
+        for group in sorted(self._open_groups - groups):
+            self._log("breaker-closed", "", f"circuit breaker closed for group {group or '(all)'}")
+        self._open_groups = groups
+        self.ledger.breakers_open = len(groups)
+
     def _call_a_human(self, node: str) -> None:
         """A Failed Remediation leaves its node cordoned for a human, who comes within the
         fault mix's manualRepair time, repairs whatever is wrong and uncordons it."""
@@ -651,6 +704,35 @@ class Simulation:
         if available and host.fault_since is not None:
             self.recover_seconds.append(self.now - host.fault_since)
             host.fault_since = None
+        self._account(host)
+
+    def _account(self, host: Host) -> None:
+        """Charge the slot's lost time to (fault class, stage) from now on (sim/losses.py)."""
+        key: tuple[str, str] | None = None
+        if host.available:
+            host.loss_cause = None
+        else:
+            if host.loss_cause is None:
+                if host.fault is not None:
+                    host.loss_cause = host.fault.cause.name
+                else:
+                    host.loss_cause = losses.STORM if host.storm else losses.NO_FAULT
+            key = (host.loss_cause, self._stage_of(host))
+        if key != host.loss_key:
+            self.ledger.move_lost(host.loss_key, key)
+            host.loss_key = key
+
+    def _stage_of(self, host: Host) -> losses.Stage:
+        return losses.classify(
+            present=host.present,
+            replacing=host.replacing,
+            rebooting=host.rebooting,
+            unschedulable=host.unschedulable,
+            faulty=host.fault is not None,
+            signalled=host.symptomatic,
+            remediation=self.active.get(host.name),
+            planner_reason=self._reasons.get(host.name),
+        )
 
     def _interrupt(self, slot: int, *, by_remediation: bool) -> None:
         if self.jobs is None:
@@ -734,4 +816,9 @@ class Simulation:
                 for reason, seconds in sorted(self.ledger.blocked_seconds.items())
             },
             peak_in_flight=self.ledger.peak_in_flight,
+            lost_node_hours=round((node_seconds - self.ledger.available_seconds) / 3600.0, 1),
+            lost_by_stage=reports.hours_by(self.ledger.lost_seconds, index=1),
+            lost_by_class=reports.hours_by(self.ledger.lost_seconds, index=0),
+            breaker_openings=self.breaker_openings,
+            breaker_open_hours=round(self.ledger.breaker_open_seconds / 3600.0, 2),
         )

@@ -2,7 +2,9 @@
 
 `remediation-operator simulate` is a thin shell over this module: it reads the inputs (policy
 files through the same parser the operator uses, so a policy that simulates is a policy that
-applies), runs every policy in one event loop, and hands back one result per policy.
+applies), runs every policy in one event loop, and hands back one result per policy, followed
+by the oracle's (`sim/oracle.py`): the same faults handled with perfect knowledge, so every
+report shows how far each policy is from the best any policy could do.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import yaml
 
 from remediation_operator.api.policy_parsing import InvalidPolicyError, parse_policy
 from remediation_operator.domain.policy import Policy
+from remediation_operator.sim import oracle as oracles
 from remediation_operator.sim.faultmix import FaultMix
 from remediation_operator.sim.fleetspec import FleetSpec
 from remediation_operator.sim.simulator import SAMPLE_EVERY, START, Observer, Result, Simulation
@@ -61,6 +64,8 @@ class Study:
     days: float
     seed: int
     sample_every: timedelta = SAMPLE_EVERY
+    oracle: bool = True
+    """Also run the oracle on the same faults (its result comes last)."""
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -68,6 +73,11 @@ class Study:
         if self.days <= 0:
             raise SpecError("days", f"must be greater than 0, got {self.days:g}")
         names = [p.name for p in self.policies]
+        if self.oracle and oracles.NAME in names:
+            raise SpecError(
+                "metadata.name",
+                f"{oracles.NAME!r} names the oracle's column in the report; rename the policy",
+            )
         for i, name in enumerate(names):
             if name in names[:i]:
                 raise SpecError(
@@ -98,6 +108,16 @@ def run(
                 sample_every=study.sample_every,
             )
             results.append(await simulation.run())
+        if study.oracle:
+            best = oracles.Oracle(
+                mix=study.mix,
+                fleet=study.fleet,
+                days=study.days,
+                seed=study.seed,
+                timeline=timeline,
+                sample_every=study.sample_every,
+            )
+            results.append(await best.run())
         return results
 
     return asyncio.run(everything())

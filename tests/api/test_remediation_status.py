@@ -63,6 +63,13 @@ def running_state() -> RemediationState:
         ),
         step_outcome=None,
         repeat_offender=True,
+        evidence_at_step_end=ObservedCondition(
+            type="AcceleratedHardwareReady",
+            status="False",
+            reason="NvidiaXID79Error",
+            last_transition_time=T0 - timedelta(minutes=3),
+            last_heartbeat_time=T0 + timedelta(minutes=2),
+        ),
     )
 
 
@@ -81,6 +88,8 @@ def test_status_reads_as_kubernetes_writes_it() -> None:
     assert status["bootIDAtStepStart"] == "b-1"
     assert status["condition"]["lastTransitionTime"] == "2026-11-30T10:59:00Z"
     assert status["steps"][0]["outcome"] == "Succeeded"
+    # What a restarted operator compares a later report with (remote time with remote time).
+    assert status["evidenceAtStepEnd"]["lastHeartbeatTime"] == "2026-11-30T11:04:00Z"
     # Unset fields are left out, as Kubernetes' omitempty does: `kubectl get` then shows
     # <none> instead of "null". The status is always replaced whole (PUT on /status), so an
     # absent key cannot leave an older value behind.
@@ -198,6 +207,8 @@ states = st.builds(
     dry_run=st.booleans(),
     step_outcome=st.none() | st.sampled_from(Outcome),
     repeat_offender=st.booleans(),
+    evidence_at_step_end=st.none() | conditions,
+    evidence_seen_at=st.none() | times,
 )
 
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.domain.fleet import BreakerState
 from remediation_operator.domain.planner import PolicySummary
 from remediation_operator.domain.policy import Action
-from remediation_operator.emulator.apiserver import ApiServer
 from remediation_operator.engine.ports import PolicyState
 from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.k8s.client import Client

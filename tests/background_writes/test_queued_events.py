@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.domain.effects import Severity
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.emulator.apiserver import ApiServer
 from remediation_operator.engine.ports import Explanation
 from remediation_operator.handlers.event_queue import EventQueue, QueuedEvent
 from remediation_operator.handlers.record_port import KubernetesRecords
@@ -24,7 +24,7 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def explanation(
-    node: str = "n1", reason: Reason = Reason.StepStarted, message: str = "Started Cordon."
+    node: str = "n1", reason: Reason = Reason.StepStarted, message: str = "Started Drain."
 ) -> Explanation:
     return Explanation(
         policy="gpu",
@@ -33,7 +33,7 @@ def explanation(
         reason=reason,
         message=message,
         severity=Severity.Normal,
-        action=Action.Cordon,
+        action=Action.Drain,  # (a Cordon's start is not posted: see event_queue)
         at=NOW,
     )
 
@@ -70,7 +70,7 @@ async def test_emit_returns_before_the_event_exists_and_it_appears_afterwards(
     await records.events.drain()
     (event,) = events(api)
     assert event["reason"] == "StepStarted"
-    assert event["message"] == "Started Cordon."
+    assert event["message"] == "Started Drain."
     assert event["type"] == "Normal"
     assert event["involvedObject"] == {
         "kind": "Node",

@@ -35,11 +35,20 @@ from tests.chart import crd_schema
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "remediation-operator"
 CHART_CRDS = CHART / "crds"
+CRD_CHART = ROOT / "charts" / "remediation-operator-crd"
+CRD_CHART_FILES = CRD_CHART / "files"
+KEEP = "helm.sh/resource-policy"
+PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
+"""Passed to `helm template --api-versions` by the gate, as a cluster with the Prometheus
+Operator would report it, so the PrometheusRule is rendered and checked too."""
 CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples"
 INVALID_EXAMPLES = EXAMPLES / "invalid"
 
-REGENERATE_CRDS = "remediation-operator crds --out crds --out charts/remediation-operator/crds"
+REGENERATE_CRDS = (
+    "remediation-operator crds --out crds --out charts/remediation-operator/crds"
+    " --out charts/remediation-operator-crd/files"
+)
 RELEASE = "remediation-operator"
 NAMESPACE = "remediation-system"
 KUBERNETES_VERSIONS = ("1.28.0", "1.37.0")
@@ -50,24 +59,32 @@ SKIPPED_KINDS: Mapping[tuple[str, str], str] = {
         "kubernetes-validate bundles no schema for it and the Prometheus Operator CRDs are not"
         " vendored here; tests/chart asserts its selector and port instead"
     ),
+    ("monitoring.coreos.com/v1", "PrometheusRule"): (
+        "no schema bundled either; tests/chart/test_alerts.py runs `promtool check rules` and"
+        " `promtool test rules` on its groups instead"
+    ),
 }
 
 SCHEMA_BLIND: Mapping[str, str] = {
-    "bad-cron.yaml": "cron field ranges are checked by domain/schedule.py, not by a pattern",
-    "bad-regex.yaml": "whether a regular expression compiles is not a schema question",
-    "bad-selector.yaml": "values-required-for-In/NotIn is a cross-field rule (CEL, not carried)",
-    "cordon-approval.yaml": (
-        "requireApproval shares the Action enum; a narrower enum without Cordon would catch it"
-    ),
+    # Offline, check-jsonschema reads the schema but not its CEL rules (x-kubernetes-validations)
+    # or list types; the real API server enforces those (tests/e2e/test_policy_api.py).
+    "backwards-cron-range.yaml": "no schema can compare two numbers of a cron range",
+    "bad-cron.yaml": "the cron pattern is a CEL rule (for a readable message)",
+    "bad-regex.yaml": "pattern compilation is a CEL rule (matches())",
+    "bad-selector.yaml": "values-required-for-In/NotIn is a CEL rule",
+    "cordon-approval.yaml": "no-Cordon-in-requireApproval is a CEL rule",
     "duplicate-fault-name.yaml": (
         "unique names need x-kubernetes-list-type: map, which JSON Schema does not read"
     ),
-    "force-on-reboot.yaml": "Force-only-on-Drain is a cross-field rule (CEL, not carried)",
-    "ladder-out-of-order.yaml": "ladder order is a rule over the whole list",
-    "missing-on-exhausted.yaml": "onExhausted is required only when the ladder ends before Replace",
-    "schedule-without-duration.yaml": (
-        "schedule-needs-duration is a cross-field rule; structural schemas forbid dependencies"
-    ),
+    "force-on-reboot.yaml": "Force-only-on-Drain is a CEL rule",
+    "ladder-out-of-order.yaml": "ladder order is a CEL rule over the whole list",
+    "match-type-only.yaml": "a match needing status, reason or staleAfter is a CEL rule",
+    "missing-on-exhausted.yaml": "onExhausted-unless-Replace is a CEL rule",
+    "overflowing-duration.yaml": "the 8760h bound is a CEL rule (duration())",
+    "pdb-blocked-on-reboot.yaml": "onPDBBlocked-only-on-Drain is a CEL rule",
+    "regex-backreference.yaml": "pattern compilation is a CEL rule (matches())",
+    "schedule-without-duration.yaml": "schedule-needs-duration is a CEL rule",
+    "when-missing-without-stale-after.yaml": "whenMissing-needs-staleAfter is a CEL rule",
 }
 """examples/invalid/ files whose mistake our CRD schema does not see, and why; every other
 invalid example must fail check-jsonschema. `remediation-operator check-policy` catches all."""
@@ -140,9 +157,14 @@ def helm_lint(tools: Tools, values: Path | None = None) -> None:
 
 
 def template(
-    tools: Tools, values: Path | None = None, overrides: Sequence[str] = ()
+    tools: Tools,
+    values: Path | None = None,
+    overrides: Sequence[str] = (),
+    api_versions: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """`helm template` as a user would run it; the caller decides what a failure means."""
+    """`helm template` as a user would run it; the caller decides what a failure means.
+
+    `api_versions`: APIs the pretended cluster serves (`.Capabilities.APIVersions.Has`)."""
     return run_tool(
         [
             tools.helm,
@@ -152,15 +174,19 @@ def template(
             "--namespace",
             NAMESPACE,
             *_values_args(values, overrides),
+            *(arg for api in api_versions for arg in ("--api-versions", api)),
         ]
     )
 
 
 def render(
-    tools: Tools, values: Path | None = None, overrides: Sequence[str] = ()
+    tools: Tools,
+    values: Path | None = None,
+    overrides: Sequence[str] = (),
+    api_versions: Sequence[str] = (),
 ) -> list[Document]:
     """The rendered objects (CRDs under crds/ are not rendered by `helm template`)."""
-    result = template(tools, values, overrides)
+    result = template(tools, values, overrides, api_versions)
     if result.returncode != 0:
         raise CheckFailedError(f"helm template ({label(values)}) failed:\n{result.stderr}")
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
@@ -191,17 +217,29 @@ def granted(role: Mapping[str, Any]) -> frozenset[Rule]:
 
 
 def rbac(docs: Iterable[Document]) -> dict[str, frozenset[Rule]]:
-    """The chart's grants: {"cluster": ClusterRole rules, "namespace": Role rules}.
+    """The chart's grants: {"cluster": ClusterRole rules, <namespace>: that Role's rules}.
 
     For the RBAC-proof test against the emulator's request log: render the chart
     (`render(Tools.find())`) and compare what the operator used with these sets.
+
+    Roles no binding of the chart refers to (the view/edit/approver ClusterRoles for people)
+    grant the operator nothing and are left out.
     """
-    found: dict[str, frozenset[Rule]] = {"cluster": frozenset(), "namespace": frozenset()}
+    docs = list(docs)
+    bound = {
+        (d["roleRef"]["kind"], d["roleRef"]["name"])
+        for d in docs
+        if d.get("kind") in ("ClusterRoleBinding", "RoleBinding")
+    }
+    found: dict[str, frozenset[Rule]] = {"cluster": frozenset()}
     for doc in docs:
+        if (doc.get("kind"), doc.get("metadata", {}).get("name")) not in bound:
+            continue
         if doc.get("kind") == "ClusterRole":
             found["cluster"] |= granted(doc)
         elif doc.get("kind") == "Role":
-            found["namespace"] |= granted(doc)
+            namespace = str(doc["metadata"]["namespace"])
+            found[namespace] = found.get(namespace, frozenset()) | granted(doc)
     return found
 
 
@@ -269,13 +307,64 @@ def sync_chart_crds() -> str:
         for name, content in top.items():
             (CHART_CRDS / name).write_bytes(content)
         return f"copied {len(top)} CRDs from crds/ into {CHART_CRDS.relative_to(ROOT)}/"
-    differing = differing_crds(top, chart)
-    if differing:
+    for directory in (CHART_CRDS, CRD_CHART_FILES):
+        differing = differing_crds(top, crd_files(directory))
+        if differing:
+            raise CheckFailedError(
+                f"{directory.relative_to(ROOT)}/ differs from crds/ in {', '.join(differing)}:"
+                f" run `{REGENERATE_CRDS}`"
+            )
+    return (
+        f"{CHART_CRDS.relative_to(ROOT)}/ and {CRD_CHART_FILES.relative_to(ROOT)}/ equal crds/"
+        f" ({len(top)} CRDs)"
+    )
+
+
+def check_values_schema() -> str:
+    """values.schema.json's defaultPolicy.spec is the schema the policy models generate."""
+    from tests.chart import values_schema  # imports this module: import at call time
+
+    current = json.loads(values_schema.SCHEMA.read_text())
+    if values_schema.render(values_schema.expected(current)) != values_schema.SCHEMA.read_text():
         raise CheckFailedError(
-            f"{CHART_CRDS.relative_to(ROOT)}/ differs from crds/ in {', '.join(differing)}:"
-            f" run `{REGENERATE_CRDS}`"
+            f"{values_schema.SCHEMA.relative_to(ROOT)}: defaultPolicy.spec is stale: run"
+            f" `{values_schema.COMMAND}`"
         )
-    return f"{CHART_CRDS.relative_to(ROOT)}/ equals crds/ ({len(top)} CRDs)"
+    return "values.schema.json: defaultPolicy.spec matches the policy models"
+
+
+def render_crd_chart(tools: Tools) -> list[Document]:
+    """The CRD chart's rendered CustomResourceDefinitions."""
+    result = run_tool([tools.helm, "template", "remediation-operator-crd", str(CRD_CHART)])
+    if result.returncode != 0:
+        raise CheckFailedError(f"helm template {CRD_CHART.name} failed:\n{result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def check_crd_chart(tools: Tools) -> str:
+    """The CRD chart lints, and renders exactly crds/ (a YAML round trip through Helm must not
+    change a number or a string), each CRD kept on uninstall."""
+    lint = run_tool([tools.helm, "lint", "--strict", str(CRD_CHART)])
+    if lint.returncode != 0:
+        raise CheckFailedError(f"helm lint {CRD_CHART.name}:\n{lint.stdout}{lint.stderr}")
+    rendered = {d["metadata"]["name"]: d for d in render_crd_chart(tools)}
+    expected = {
+        crd["metadata"]["name"]: crd
+        for crd in (yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml")))
+    }
+    if set(rendered) != set(expected):
+        raise CheckFailedError(
+            f"{CRD_CHART.name} renders {sorted(rendered)}, crds/ holds {sorted(expected)}"
+        )
+    for name, crd in rendered.items():
+        metadata = crd["metadata"]
+        if metadata.get("annotations", {}).get(KEEP) != "keep":
+            raise CheckFailedError(f"{CRD_CHART.name}: {name} lacks the {KEEP}: keep annotation")
+        if {k: v for k, v in crd.items() if k != "metadata"} != {
+            k: v for k, v in expected[name].items() if k != "metadata"
+        }:
+            raise CheckFailedError(f"{CRD_CHART.name}: {name} renders differently from crds/")
+    return f"{CRD_CHART.name}: lints and renders crds/ ({len(rendered)} CRDs, {KEEP}: keep)"
 
 
 def load_crds(directory: Path = CRDS) -> dict[Kind, Document]:
@@ -396,7 +485,9 @@ def check_values(tools: Tools, values: Path | None, crds: Mapping[Kind, Document
     name = label(values)
     helm_lint(tools, values)
     lines.append(f"helm lint: ok ({name})")
-    rendered = sort_rendered(render(tools, values), crds)
+    docs = render(tools, values, api_versions=(PROMETHEUS_RULE_API,))
+    rendered = sort_rendered(docs, crds)
+    lines += check_alert_rules(docs, name)
     with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:
         workdir = Path(tmp)
         docs = [*rendered.builtin, *(as_object(f, job) for f, job in rendered.jobs.items())]
@@ -413,6 +504,24 @@ def check_values(tools: Tools, values: Path | None, crds: Mapping[Kind, Document
             lines.append(f"check-jsonschema: ok ({name}: {len(rendered.custom)} custom resources)")
     lines += [f"skipped {kind[1]} ({name}): {why}" for kind, why in rendered.skipped]
     return lines
+
+
+def check_alert_rules(docs: Sequence[Document], name: str) -> list[str]:
+    """`promtool check rules` on the rendered PrometheusRule's groups (where promtool is
+    installed; tests/chart/test_alerts.py also unit-tests every alert)."""
+    rules = objects(docs, "PrometheusRule")
+    promtool = shutil.which("promtool")
+    if not rules:
+        return []
+    if promtool is None:
+        return [f"promtool check rules ({name}): skipped, promtool not installed"]
+    with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:
+        path = Path(tmp) / "rules.yaml"
+        path.write_text(yaml.safe_dump({"groups": rules[0]["spec"]["groups"]}))
+        result = run_tool([promtool, "check", "rules", str(path)])
+    if result.returncode != 0:
+        raise CheckFailedError(f"promtool check rules ({name}):\n{result.stdout}{result.stderr}")
+    return [f"promtool check rules: ok ({name})"]
 
 
 def check_examples(
@@ -464,7 +573,7 @@ def _shown(directory: Path) -> str:
 
 def run_all() -> list[str]:
     tools = Tools.find()
-    lines = [sync_chart_crds()]
+    lines = [sync_chart_crds(), check_crd_chart(tools), check_values_schema()]
     crds = load_crds()
     for values in values_files():
         lines += check_values(tools, values, crds)

@@ -30,6 +30,7 @@ def test_every_supported_value_set_is_checked() -> None:
         "default values",
         "charts/remediation-operator/ci/monitoring-policy-values.yaml",
         "charts/remediation-operator/ci/nodeagent-single-values.yaml",
+        "charts/remediation-operator/ci/npd-values.yaml",
     ]
 
 

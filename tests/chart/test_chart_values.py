@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.chart import chart_check
+from tests.chart import chart_check, values_schema
 
 
 @pytest.mark.parametrize(
@@ -25,7 +27,11 @@ from tests.chart import chart_check
         (["image.tag=latest"], 'image tag "latest"'),
         (["jobTemplates.gpuReset.image.tag=latest"], "nvcr.io/nvidia/cuda"),
         (["jobTemplates.reboot.image.tag="], "image.tag is empty"),
-        (["podDisruptionBudget.enabled=true", "replicas=1"], "needs replicas >= 2"),
+        (["podDisruptionBudget.maxUnavailable=-1"], "/podDisruptionBudget/maxUnavailable"),
+        (["prometheusRule.noLeaderFor=soon"], "/prometheusRule/noLeaderFor"),
+        (["defaultPolicy.spec.mode=Enforcee"], "/defaultPolicy/spec/mode"),
+        (["defaultPolicy.spec.rate.max=-1"], "/defaultPolicy/spec/rate/max"),
+        (["defaultPolicy.spec.tolerance=1m"], "'tolerance' not allowed"),
     ],
 )
 def test_bad_values_fail_naming_the_value(
@@ -35,6 +41,13 @@ def test_bad_values_fail_naming_the_value(
     assert result.returncode != 0
     assert named in result.stderr
     assert result.stdout == ""
+
+
+def test_the_default_policy_schema_is_the_generated_one() -> None:
+    """values.schema.json's defaultPolicy.spec equals what the policy models generate."""
+    assert values_schema.main([]) == 0, f"stale: run `{values_schema.COMMAND}`"
+    spec = json.loads(values_schema.SCHEMA.read_text())["properties"]["defaultPolicy"]
+    assert spec["properties"]["spec"]["properties"]["mode"]["enum"] == ["Enforce", "DryRun"]
 
 
 def test_null_drops_a_default_map(tools: chart_check.Tools) -> None:
@@ -73,4 +86,6 @@ def test_notes_tell_the_user_how_to_check_the_install(tools: chart_check.Tools) 
     assert "logs -l app.kubernetes.io/instance=gpu" in notes
     assert "svc/gpu-remediation-operator-metrics 8080" in notes
     assert "DryRun mode" in notes
-    assert "CRDs are not upgraded by `helm upgrade`" in notes
+    assert "helm upgrade --install remediation-operator-crd <crd-chart> -n ops" in notes
+    assert "helm upgrade gpu <chart> -n ops --reset-then-reuse-values" in notes
+    assert "--reuse-values" not in notes.replace("--reset-then-reuse-values", "")

@@ -2,8 +2,9 @@
 
 Checks what an image reviewer would: a multi-stage build on a pinned base, a numeric non-root
 USER, the `remediation-operator run` entrypoint, nothing fetched with ADD, nothing `latest`,
-and no package managers or compilers in the final stage. Each rule is shown to fire on a
-Dockerfile that breaks it, so the lint cannot pass vacuously.
+no package managers or compilers in the final stage, and every `pip install` either from a
+hashed lock (`--require-hashes -r requirements/*.lock`) or of one built wheel with `--no-deps`.
+Each rule is shown to fire on a Dockerfile that breaks it, so the lint cannot pass vacuously.
 """
 
 from __future__ import annotations
@@ -84,9 +85,26 @@ def problems(text: str) -> list[str]:
     for instruction in final:
         if instruction.keyword == "RUN" and BUILD_TOOLS.search(instruction.argument):
             found.append(f"the final stage runs build tooling: {instruction.argument}")
+    for instruction in instructions(text):
+        if instruction.keyword == "RUN":
+            found += unlocked_installs(instruction.argument)
     entrypoints = [i.argument for i in final if i.keyword == "ENTRYPOINT"]
     if not entrypoints or json.loads(entrypoints[-1]) != ENTRYPOINT:
         found.append(f"ENTRYPOINT is not {ENTRYPOINT} in exec form: {entrypoints}")
+    return found
+
+
+LOCK = re.compile(r"--require-hashes\b[^&;\n]*\s-r\s+(requirements/\S+\.lock)\b")
+
+
+def unlocked_installs(command: str) -> list[str]:
+    """Each `pip install` that could resolve a dependency outside the hashed locks."""
+    found = []
+    for step in re.split(r"&&|;", command):
+        if not re.search(r"\bpip3?\s+install\b", step):
+            continue
+        if not LOCK.search(step) and "--no-deps" not in step.split():
+            found.append(f"pip installs without a hashed lock: {step.strip()}")
     return found
 
 
@@ -98,6 +116,19 @@ def test_dockerfile_pins_python_311_bookworm_and_runs_as_65532() -> None:
     text = DOCKERFILE.read_text()
     assert "ARG PYTHON_BASE=python:3.11-slim-bookworm" in text
     assert "USER 65532:65532" in text
+
+
+def test_the_image_installs_the_operator_lock_which_the_build_context_carries() -> None:
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    locks = set(LOCK.findall(text))
+    assert locks == {"requirements/build.lock", "requirements/operator.lock"}
+    sent = set(DOCKERIGNORE.read_text().splitlines())
+    for lock in locks:
+        assert f"!{lock}" in sent, f"{lock} is not sent to the builder (.dockerignore)"
+        lines = (ROOT / lock).read_text().splitlines()
+        assert any(line.strip().startswith("--hash=sha256:") for line in lines)
+    copied = [i.argument for i in instructions(DOCKERFILE.read_text()) if i.keyword == "COPY"]
+    assert any("requirements/operator.lock" in argument for argument in copied)
 
 
 def test_dockerignore_sends_only_the_package() -> None:
@@ -114,7 +145,8 @@ def test_dockerignore_sends_only_the_package() -> None:
 GOOD = """\
 ARG BASE=python:3.11-slim-bookworm
 FROM ${BASE} AS build
-RUN pip install .
+RUN pip install --require-hashes -r requirements/operator.lock \\
+    && pip wheel --no-deps -w /dist . && pip install --no-deps /dist/*.whl
 FROM ${BASE}
 COPY --from=build /opt/venv /opt/venv
 USER 65532:65532
@@ -133,7 +165,10 @@ ENTRYPOINT ["remediation-operator", "run"]
         (GOOD.replace('"run"]', '"serve"]'), "ENTRYPOINT"),
         (GOOD.replace("COPY --from", "RUN apt-get install -y gcc\nCOPY --from"), "build tooling"),
         (GOOD.replace("COPY --from", "ADD https://example.com/x.tgz /x\nCOPY --from"), "ADD"),
-        ("\n".join(GOOD.splitlines()[3:]), "multi-stage"),
+        ("\n".join(GOOD.splitlines()[4:]), "multi-stage"),
+        (GOOD.replace("--require-hashes -r requirements/operator.lock", "."), "hashed lock"),
+        (GOOD.replace("--require-hashes ", ""), "hashed lock"),
+        (GOOD.replace("install --no-deps", "install"), "hashed lock"),
     ],
 )
 def test_lint_catches(broken: str, complaint: str) -> None:

@@ -35,15 +35,16 @@ CLUSTER_RULES = frozenset(
     | {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "delete")}
     | {("batch", "jobs", v) for v in ("list", "watch")}
 )
-NAMESPACE_RULES = frozenset(
-    {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
-    | {("batch", "jobs", v) for v in ("get", "create")}
+LEASE_RULES = frozenset({("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")})
+EXECUTOR_RULES = frozenset(
+    {("batch", "jobs", v) for v in ("get", "create")} | {("", "events", "list")}
 )
 
 CONTRACT_METRICS = frozenset(
     {
-        "gpuops_remediation_remediations",
-        "gpuops_remediation_actions_total",
+        "gpuops_remediation_incidents",
+        "gpuops_remediation_steps_started_total",
+        "gpuops_remediation_steps_finished_total",
         "gpuops_remediation_step_duration_seconds",
         "gpuops_remediation_decisions_total",
         "gpuops_remediation_blocked",
@@ -53,6 +54,10 @@ CONTRACT_METRICS = frozenset(
         "gpuops_remediation_reaction_seconds",
         "gpuops_remediation_leader",
         "gpuops_remediation_policy_accepted",
+        "gpuops_remediation_reconcile_errors_total",
+        "gpuops_remediation_reconcile_duration_seconds",
+        "gpuops_remediation_api_requests_total",
+        "gpuops_remediation_queue_depth",
     }
 )
 
@@ -113,6 +118,7 @@ def test_default_install_is_two_replicas_with_leader_election(
     assert flags(docs) == {
         "metrics-address": "0.0.0.0:8080",
         "namespace": chart_check.NAMESPACE,
+        "executor-namespace": f"{chart_check.NAMESPACE}-executors",
         "lease-name": "remediation-operator",
         "lease-duration": "15s",
         "renew-deadline": "10s",
@@ -134,6 +140,7 @@ def test_values_reach_the_flags_and_the_image(rendered: dict[str, list[Document]
     assert flags(docs) == {
         "metrics-address": "0.0.0.0:8080",
         "namespace": chart_check.NAMESPACE,
+        "executor-namespace": f"{chart_check.NAMESPACE}-executors",
         "lease-name": "gpu-remediation",
         "lease-duration": "30s",
         "renew-deadline": "20s",
@@ -194,27 +201,48 @@ def test_scheduling_values_are_applied(rendered: dict[str, list[Document]]) -> N
 @pytest.mark.parametrize("values", VALUE_SETS)
 def test_rbac_is_exactly_the_contract(rendered: dict[str, list[Document]], values: str) -> None:
     docs = rendered[values]
-    assert chart_check.rbac(docs) == {"cluster": CLUSTER_RULES, "namespace": NAMESPACE_RULES}
-    role = one(docs, "Role")
-    assert role["metadata"]["namespace"] == one(docs, "Deployment")["metadata"]["namespace"]
-    for kind in ("ClusterRoleBinding", "RoleBinding"):
-        binding = one(docs, kind)
+    operator = one(docs, "Deployment")["metadata"]["namespace"]
+    executors = flags(docs)["executor-namespace"]
+    assert executors == f"{operator}-executors"
+    assert chart_check.rbac(docs) == {
+        "cluster": CLUSTER_RULES,
+        operator: LEASE_RULES,
+        executors: EXECUTOR_RULES,
+    }
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    assert len(bindings) == 3
+    for binding in bindings:
         (subject,) = binding["subjects"]
-        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
         assert subject["name"] == pod["serviceAccountName"]
-        assert subject["namespace"] == one(docs, "Deployment")["metadata"]["namespace"]
-        assert (
-            binding["roleRef"]["name"]
-            == one(docs, kind.removesuffix("Binding"))["metadata"]["name"]
-        )
+        assert subject["namespace"] == operator
+        role = binding["roleRef"]
+        (target,) = [
+            d for d in docs if d["kind"] == role["kind"] and d["metadata"]["name"] == role["name"]
+        ]
+        assert target["metadata"].get("namespace") == binding["metadata"].get("namespace")
+
+
+def test_executor_jobs_get_a_privileged_namespace_of_their_own(
+    rendered: dict[str, list[Document]],
+) -> None:
+    docs = rendered["default"]
+    (namespace,) = [d for d in docs if d["kind"] == "Namespace"]
+    assert namespace["metadata"]["name"] == "remediation-system-executors"
+    labels = namespace["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert flags(docs)["namespace"] == "remediation-system"
 
 
 @pytest.mark.parametrize("values", VALUE_SETS)
 def test_no_wildcard_and_no_node_status_write(
     rendered: dict[str, list[Document]], values: str
 ) -> None:
-    for kind in ("ClusterRole", "Role"):
-        for rule in one(rendered[values], kind)["rules"]:
+    roles = [d for d in rendered[values] if d["kind"] in ("ClusterRole", "Role")]
+    assert len(roles) >= 2
+    for role in roles:
+        kind = role["kind"]
+        for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[field], f"{kind} grants * in {field}: {rule}"
             assert "nodes/status" not in rule["resources"]
@@ -246,7 +274,8 @@ def test_gpu_reset_job_resets_through_the_nvidia_toolkit(
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
     assert pod["automountServiceAccountToken"] is False
-    assert pod["runtimeClassName"] == "nvidia"
+    # No RuntimeClass by default: EKS accelerated AMIs have none and would refuse the pod.
+    assert "runtimeClassName" not in pod
     (container,) = pod["containers"]
     assert container["image"] == "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
     assert re.search(r"nvidia-smi --gpu-reset -i", container["args"][0])
@@ -309,19 +338,30 @@ def test_optional_objects_are_off_by_default(rendered: dict[str, list[Document]]
         "RoleBinding",
         "Service",
         "Deployment",
+        "PodDisruptionBudget",
+        "Namespace",  # the executors'
     }
 
 
 def test_everything_optional_renders_coherently(rendered: dict[str, list[Document]]) -> None:
     docs = rendered["monitoring-policy-values"]
-    namespace = one(docs, "Namespace")
-    assert namespace["metadata"]["name"] == "gpu-remediation"
-    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    namespaces = {
+        d["metadata"]["name"]: d["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        for d in docs
+        if d["kind"] == "Namespace"
+    }
+    # The operator's own namespace is restricted; only the executors' allows privileged pods.
+    assert namespaces == {
+        "gpu-remediation": "restricted",
+        "gpu-remediation-executors": "privileged",
+    }
     for doc in docs:
         if doc["kind"] in {"Namespace", "ClusterRole", "ClusterRoleBinding", "RemediationPolicy"}:
             assert "namespace" not in doc["metadata"]
         elif doc["metadata"]["name"].endswith("-dashboard"):
             assert doc["metadata"]["namespace"] == "monitoring"
+        elif doc["metadata"]["name"].endswith("-executor"):
+            assert doc["metadata"]["namespace"] == "gpu-remediation-executors", doc["kind"]
         else:
             assert doc["metadata"]["namespace"] == "gpu-remediation", doc["kind"]
     assert flags(docs)["namespace"] == "gpu-remediation"
@@ -334,7 +374,7 @@ def test_everything_optional_renders_coherently(rendered: dict[str, list[Documen
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gpu-remediation"]}
     budget = one(docs, "PodDisruptionBudget")
-    assert budget["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
 
 
 def test_default_policy_follows_the_values(rendered: dict[str, list[Document]]) -> None:
@@ -344,11 +384,17 @@ def test_default_policy_follows_the_values(rendered: dict[str, list[Document]]) 
     assert spec["mode"] == "Enforce"
     assert spec["requireApproval"] == ["Replace"]
     assert [f["name"] for f in spec["faults"]] == [
-        "gpu-hardware",
+        "gpu-contact-support",
         "gpu-unreachable",
+        "gpu-double-bit-ecc",
+        "gpu-nvlink",
         "gpu-xid-reset",
+        "gpu-dcgm-health",
+        "node-networking",
+        "node-kernel",
+        "gpu-unknown-reason",
     ]
-    reset = spec["faults"][2]
+    reset = next(f for f in spec["faults"] if f["name"] == "gpu-xid-reset")
     assert [s["action"] for s in reset["ladder"]] == [
         "Cordon",
         "Drain",
@@ -426,3 +472,43 @@ def test_the_operator_accepts_the_rendered_flags(
     args, unknown = parser.parse_known_args(operator_container(rendered[values])["args"])
     assert unknown == []
     assert args.namespace == one(rendered[values], "Deployment")["metadata"]["namespace"]
+
+
+def test_day_two_defaults_pdb_priority_and_revision_history(
+    rendered: dict[str, list[Document]],
+) -> None:
+    docs = rendered["default"]
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["revisionHistoryLimit"] == 3
+    assert deployment["spec"]["template"]["spec"]["priorityClassName"] == (
+        "system-cluster-critical"
+    )
+    budget = one(docs, "PodDisruptionBudget")["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert budget["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_people_get_view_edit_and_approver_roles_the_operator_is_not_bound_to(
+    rendered: dict[str, list[Document]],
+) -> None:
+    docs = rendered["default"]
+    roles = {
+        d["metadata"]["name"].removeprefix("remediation-operator-"): d
+        for d in docs
+        if d["kind"] == "ClusterRole"
+    }
+    assert set(roles) == {"remediation-operator", "view", "edit", "approver"}
+    labels = roles["view"]["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in roles["edit"]["metadata"]["labels"]
+    assert roles["edit"]["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"]
+    assert chart_check.granted(roles["view"]) == {
+        ("remediation.gpuops.io", r, v)
+        for r in ("remediations", "remediationpolicies")
+        for v in ("get", "list", "watch")
+    }
+    approver = chart_check.granted(roles["approver"])
+    assert ("remediation.gpuops.io", "remediations", "patch") in approver
+    assert ("remediation.gpuops.io", "remediationpolicies", "patch") not in approver
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    assert bound == {"remediation-operator", "remediation-operator-executor"}

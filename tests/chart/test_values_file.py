@@ -12,6 +12,7 @@ VALUES = CHART / "values.yaml"
 # Values whose content is a Kubernetes or policy object, documented as a whole.
 FREE_FORM = {
     "namespace.labels",
+    "executors.namespace.labels",
     "resources",
     "affinity",
     "topologySpreadConstraints",
@@ -21,6 +22,8 @@ FREE_FORM = {
     "defaultPolicy.spec",
     "serviceMonitor.labels",
     "grafanaDashboard.labels",
+    "nodeProblemDetector.nodeSelector",
+    "nodeProblemDetector.resources",
 }
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z][\w.-]*):(?P<rest>.*)$")
 

@@ -32,7 +32,8 @@ def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
             "--workdir",
             str(workdir),
         ],
-        cwd=ROOT,
+        # Outside the checkout: the demo's policy and CRDs come from the installed package.
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=220,

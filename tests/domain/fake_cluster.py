@@ -34,6 +34,7 @@ from remediation_operator.domain.policy import (
     ConditionMatch,
     Fault,
     OnExhausted,
+    OnPDBBlocked,
     OnTimeout,
     Policy,
     Step,
@@ -53,6 +54,7 @@ def xid_fault(
     drain_timeout: timedelta = 30 * MIN,
     on_timeout: OnTimeout = OnTimeout.Escalate,
     retries: int = 2,
+    on_pdb_blocked: OnPDBBlocked = OnPDBBlocked.Wait,
 ) -> Fault:
     """DESIGN's gpu-xid-reset fault: cordon, drain, reset, reboot, replace."""
     return Fault(
@@ -61,7 +63,13 @@ def xid_fault(
         tolerate=tolerate,
         ladder=(
             Step(Action.Cordon, escalate_after=5 * MIN),
-            Step(Action.Drain, timeout=drain_timeout, on_timeout=on_timeout, retries=retries),
+            Step(
+                Action.Drain,
+                timeout=drain_timeout,
+                on_timeout=on_timeout,
+                retries=retries,
+                on_pdb_blocked=on_pdb_blocked,
+            ),
             Step(Action.GPUReset, timeout=10 * MIN, escalate_after=5 * MIN, retries=retries),
             Step(Action.Reboot, timeout=30 * MIN, escalate_after=10 * MIN, retries=retries),
             Step(Action.Replace, timeout=60 * MIN, retries=retries),
@@ -88,7 +96,7 @@ def healthy_conditions(now: datetime) -> tuple[Condition, ...]:
     return (
         Condition("Ready", "True"),
         Condition(XID, "True", "AcceleratedHardwareIsReady"),
-        Condition(HEARTBEAT, "True", "Healthy", last_heartbeat_time=now),
+        Condition(HEARTBEAT, "True", "Healthy", last_heartbeat_time=now, observed_at=now),
     )
 
 
@@ -96,7 +104,7 @@ def faulty_conditions(now: datetime, xid: int = 62) -> tuple[Condition, ...]:
     return (
         Condition("Ready", "True"),
         Condition(XID, "False", f"NvidiaXID{xid}Error", last_transition_time=now),
-        Condition(HEARTBEAT, "True", "Healthy", last_heartbeat_time=now),
+        Condition(HEARTBEAT, "True", "Healthy", last_heartbeat_time=now, observed_at=now),
     )
 
 
@@ -226,7 +234,10 @@ class FakeCluster:
             if name in self.silent:
                 continue
             beats = tuple(
-                replace(c, last_heartbeat_time=self.now) if c.last_heartbeat_time else c
+                # The operator sees each beat as it comes (staleness is judged on its clock).
+                replace(c, last_heartbeat_time=self.now, observed_at=self.now)
+                if c.last_heartbeat_time
+                else c
                 for c in view.conditions
             )
             self.nodes[name] = replace(view, conditions=beats)
@@ -241,7 +252,9 @@ class FakeCluster:
         self.silent.add(name)
         view = self.nodes[name]
         beats = tuple(
-            replace(c, last_heartbeat_time=self.now - 10 * MIN) if c.type == HEARTBEAT else c
+            replace(c, last_heartbeat_time=self.now - 10 * MIN, observed_at=self.now - 10 * MIN)
+            if c.type == HEARTBEAT
+            else c
             for c in view.conditions
         )
         self.nodes[name] = replace(view, conditions=beats)
@@ -312,7 +325,12 @@ def run(cluster: FakeCluster, script: str, name: str = "gpu-1") -> planner.Plan:
         elif word == "pdb":
             state = cluster.active[name]
             cluster.observations[name] = StepObservation(
-                Action.Drain, state.attempt, Progress.InProgress, blocked_by_pdb=True
+                Action.Drain,
+                state.attempt,
+                Progress.InProgress,
+                blocked_by_pdb=True,
+                pdbs=("training/trainer-pdb",),
+                blocked_pods=("training/trainer-0",),
             )
         elif word in ("cordon", "uncordon"):
             cluster.edit(name, unschedulable=word == "cordon")
@@ -335,3 +353,26 @@ def run(cluster: FakeCluster, script: str, name: str = "gpu-1") -> planner.Plan:
             raise ValueError(f"unknown script word {word!r}")
     assert result is not None, "a script must plan at least once"
     return result
+
+
+def sooner_silence(cluster: FakeCluster, wake: datetime | None) -> datetime | None:
+    """`wake`, or the first later instant at which a node's heartbeat goes stale if it is
+    earlier: going stale is no event, so a plan also wakes then (the answer changes at the
+    first instant after `observed_at + staleAfter`)."""
+    windows = [
+        m.stale_after
+        for f in cluster.policy.faults
+        for m in f.match
+        if m.type == HEARTBEAT and m.stale_after is not None
+    ]
+    if not windows:
+        return wake
+    instants = [wake] if wake is not None else []
+    for view in cluster.nodes.values():
+        beat = view.condition(HEARTBEAT)
+        if beat is None or beat.observed_at is None:
+            continue
+        stale = beat.observed_at + min(windows) + timedelta(microseconds=1)
+        if stale > cluster.now:
+            instants.append(stale)
+    return min(instants, default=None)

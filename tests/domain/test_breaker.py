@@ -8,7 +8,7 @@ from remediation_operator.domain.policy import Action, CircuitBreaker
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase
 
-from .fake_cluster import MIN, T0, FakeCluster, describe, node, policy
+from .fake_cluster import MIN, T0, FakeCluster, describe, node, policy, sooner_silence
 
 CB = CircuitBreaker("20%", min_nodes=5, cooldown=15 * MIN, group_by="zone")
 
@@ -90,7 +90,7 @@ def test_open_breaker_holds_started_incidents_and_reopens_work_after_cooldown() 
     plan = cluster.plan()
     cooling = cluster.active["a-0"]
     assert cooling.reason is Reason.CircuitCooldown
-    assert plan.next_wake == cluster.now + 15 * MIN
+    assert plan.next_wake == sooner_silence(cluster, cluster.now + 15 * MIN)
     cluster.advance(15 * MIN)
     plan = cluster.plan()
     assert plan.summary.circuit_open == ()
@@ -104,9 +104,20 @@ def test_small_pool_repairs_one_node_at_a_time() -> None:
     plan = cluster.plan()
     assert set(cluster.active) == {"a-0"}
     assert plan.reasons["a-1"] is Reason.CircuitOpen
-    # a-0 finishes (recovers); then a-1 gets its turn.
+    # a-0's fault clears for its tolerate window (a shorter gap is a flap): its incident ends
+    # and a-1 gets its turn in the same plan (issue 12, defect 13: it was left idle).
     cluster.set_fault("a-0", False)
-    plan = cluster.plan()
-    assert set(cluster.active) == set()
+    cluster.plan()
+    cluster.advance(2 * MIN)
     plan = cluster.plan()
     assert set(cluster.active) == {"a-1"}
+    assert cluster.finished[-1].node == "a-0"
+
+
+def test_a_group_that_shrinks_below_min_nodes_does_not_stay_open() -> None:
+    """Found by the safety model: an open breaker of a group that lost nodes stayed open while
+    the small-pool rule let a node through; now it closes and says why."""
+    opened = breaker.evolve(CB, BreakerState(), breaker.Health(10, 5), T0)
+    assert opened.state.open
+    shrunk = breaker.evolve(CB, opened.state, breaker.Health(4, 2), T0 + MIN)
+    assert shrunk == breaker.Change(BreakerState(), Reason.CircuitClosed)

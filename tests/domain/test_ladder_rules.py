@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from remediation_operator.domain import ladder
-from remediation_operator.domain.policy import Action, OnTimeout, Step
+from remediation_operator.domain.actions import ACTIONS
+from remediation_operator.domain.policy import DISRUPTIVE, LADDER_ORDER, Action, OnTimeout, Step
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome
 
@@ -58,8 +59,15 @@ def test_timeout_is_permanent_except_a_drain_told_to_force_once() -> None:
 
 
 def test_next_step_climbs_one_rung() -> None:
-    assert [ladder.following(FULL, i) for i in range(5)] == [1, 2, 3, 4, None]
+    assert [ladder.next_after(FULL, s.action) for s in FULL] == [1, 2, 3, 4, None]
     assert ladder.first(FULL) == 0
+
+
+def test_the_next_step_is_found_by_action_in_an_edited_ladder() -> None:
+    """Issue 12, defect 10: an index into an edited ladder repeated a finished Reboot."""
+    assert ladder.next_after(NO_RESET, Action.GPUReset) == 2  # GPUReset removed: Reboot next
+    assert ladder.next_after(FULL, Action.Reboot) == 4  # never back down to a lower rung
+    assert ladder.index_of(NO_RESET, Action.GPUReset) is None
 
 
 @pytest.mark.parametrize(
@@ -75,7 +83,7 @@ def test_repeat_offender_jumps_after_the_cordon(
     steps: tuple[Step, ...], then: Action, expected: int
 ) -> None:
     assert ladder.first(steps, then) == 0
-    assert ladder.following(steps, 0, then) == expected
+    assert ladder.next_after(steps, Action.Cordon, then) == expected
 
 
 def test_repeat_offender_without_cordon_jumps_at_once() -> None:
@@ -83,7 +91,15 @@ def test_repeat_offender_without_cordon_jumps_at_once() -> None:
     assert ladder.first(steps, Action.Replace) == 2
 
 
-def test_pace_doubles_with_age() -> None:
-    assert ladder.pace(T0, T0) == 10 * SEC
-    assert ladder.pace(T0, T0 + 40 * SEC) == 40 * SEC
-    assert ladder.pace(T0, T0 + 60 * MIN) == 5 * MIN
+def test_pace_doubles_with_age_except_a_drains_evictions() -> None:
+    reset = ACTIONS[Action.GPUReset]
+    assert reset.pace(T0, T0) == 10 * SEC
+    assert reset.pace(T0, T0 + 40 * SEC) == 40 * SEC
+    assert reset.pace(T0, T0 + 60 * MIN) == 5 * MIN
+    # Issue 12, defect 6: a PDB-blocked drain's retries stay frequent however old the step.
+    assert ACTIONS[Action.Drain].pace(T0, T0 + 60 * MIN) == 5 * SEC
+
+
+def test_every_action_has_one_entry_and_the_disruptive_set_agrees() -> None:
+    assert set(ACTIONS) == set(LADDER_ORDER)
+    assert {a for a, meaning in ACTIONS.items() if meaning.disruptive} == DISRUPTIVE

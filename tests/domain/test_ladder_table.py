@@ -8,17 +8,20 @@ Replace (timeout 60m); 2 retries per step; probation 10m. The node turns faulty 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import pytest
 
+from remediation_operator.domain import remediation
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import (
     Action,
     Actions,
     History,
     OnExhausted,
+    OnPDBBlocked,
     OnTimeout,
     Policy,
     ReplaceProvider,
@@ -36,6 +39,7 @@ from .fake_cluster import (
     policy,
     run,
     silent_fault,
+    sooner_silence,
     xid_fault,
 )
 
@@ -82,6 +86,7 @@ def _past_episodes(count: int) -> list[RemediationState]:
             started_at=T0 - timedelta(days=1 + i),
             steps=(
                 StepRecord(Action.Cordon, 1, T0 - timedelta(days=1 + i), Reason.StepStarted, ""),
+                StepRecord(Action.Drain, 1, T0 - timedelta(days=1 + i), Reason.StepStarted, ""),
             ),
         )
         for i in range(count)
@@ -120,13 +125,13 @@ ROWS: dict[str, Row] = {
     "replan before any deadline: nothing": Row(
         CORDONED + " +1m plan", Phase.Waiting, Action.Cordon, Reason.WaitingToEscalate, [], 7 * MIN
     ),
-    "fault outlives escalateAfter: drain": Row(
+    "fault outlives escalateAfter: drain, evictions re-tried every 5s": Row(
         DRAINING,
         Phase.Running,
         Action.Drain,
         Reason.StepStarted,
         ["Evict", "Protect", "!StepStarted"],
-        7 * MIN + 10 * SEC,
+        7 * MIN + 5 * SEC,
     ),
     "drain blocked by PDB: evict again, paced": Row(
         DRAINING + " pdb +10s plan",
@@ -134,7 +139,7 @@ ROWS: dict[str, Row] = {
         Action.Drain,
         Reason.DrainBlockedByPDB,
         ["Evict", "!DrainBlockedByPDB"],
-        7 * MIN + 20 * SEC,
+        7 * MIN + 15 * SEC,
     ),
     "drain done, escalateAfter 0: reset at once": Row(
         RESETTING,
@@ -144,13 +149,38 @@ ROWS: dict[str, Row] = {
         ["!StepSucceeded", "Run(GPUReset#1)", "!StepStarted"],
         7 * MIN + 10 * SEC,
     ),
-    "drain timeout: escalate": Row(
+    "drain at its deadline: one last eviction": Row(
         DRAINING + " +30m plan",
+        Phase.Running,
+        Action.Drain,
+        Reason.StepStarted,
+        ["Evict"],
+        37 * MIN + 30 * SEC,
+    ),
+    "drain timeout (no PDB): escalate after the last eviction": Row(
+        DRAINING + " +30m plan +30s plan",
+        Phase.Running,
+        Action.GPUReset,
+        Reason.StepStarted,
+        ["!StepTimedOut", "Run(GPUReset#1)", "!StepStarted"],
+        37 * MIN + 40 * SEC,
+    ),
+    "drain timeout blocked by a PDB: waits (onPDBBlocked Wait)": Row(
+        DRAINING + " pdb +30m plan",
+        Phase.Blocked,
+        Action.Drain,
+        Reason.DrainBlockedByPDB,
+        ["Evict", "!DrainBlockedByPDB"],
+        37 * MIN + 5 * SEC,
+    ),
+    "drain timeout blocked by a PDB, onPDBBlocked Escalate: escalates": Row(
+        DRAINING + " pdb +30m plan",
         Phase.Running,
         Action.GPUReset,
         Reason.StepStarted,
         ["!StepTimedOut", "Run(GPUReset#1)", "!StepStarted"],
         37 * MIN + 10 * SEC,
+        policy=policy(faults=(xid_fault(on_pdb_blocked=OnPDBBlocked.Escalate),)),
     ),
     "drain timeout with Force: force once": Row(
         DRAINING + " +30m plan",
@@ -158,7 +188,7 @@ ROWS: dict[str, Row] = {
         Action.Drain,
         Reason.DrainForced,
         ["Evict(force)", "!DrainForced"],
-        37 * MIN + 10 * SEC,
+        37 * MIN + 5 * SEC,
         policy=policy(faults=(xid_fault(on_timeout=OnTimeout.Force),)),
     ),
     "forced drain completes: next step": Row(
@@ -321,7 +351,7 @@ ROWS: dict[str, Row] = {
         Action.Drain,
         Reason.StepStarted,
         ["!FaultReturned", "Evict", "Protect", "!StepStarted"],
-        8 * MIN + 10 * SEC,
+        8 * MIN + 5 * SEC,
     ),
     "fault clears mid-drain: drain stopped, probation": Row(
         DRAINING + " clear plan",
@@ -337,10 +367,26 @@ ROWS: dict[str, Row] = {
         Action.Drain,
         Reason.StepStarted,
         ["!FaultReturned", "Evict", "!StepStarted"],
-        8 * MIN + 10 * SEC,
+        8 * MIN + 5 * SEC,
     ),
-    "fault gone while tolerating: cancelled, nothing done": Row(
-        DETECT + " +1m clear plan", Phase.Cancelled, None, Reason.FaultGone, ["!FaultGone"], None
+    "fault gone while tolerating: absent for tolerate before it counts as cleared": Row(
+        DETECT + " +1m clear plan", Phase.Pending, None, Reason.Tolerating, [], 3 * MIN
+    ),
+    "fault gone for its tolerate window: cancelled, nothing done": Row(
+        DETECT + " +1m clear plan +2m plan",
+        Phase.Cancelled,
+        None,
+        Reason.FaultGone,
+        ["!FaultGone"],
+        None,
+    ),
+    "fault flapping under tolerate: one incident, cordoned": Row(
+        DETECT + " +30s clear plan +30s fault plan +30s clear plan +30s fault plan",
+        Phase.Running,
+        Action.Cordon,
+        Reason.StepStarted,
+        ["Cordon", "!StepStarted"],
+        2 * MIN + 10 * SEC,
     ),
     "admin uncordons: cancelled, our taint removed, no re-cordon": Row(
         CORDONED + " uncordon plan",
@@ -398,7 +444,7 @@ ROWS: dict[str, Row] = {
         Action.Drain,
         Reason.StepStarted,
         ["Evict", "Protect", "!StepStarted"],
-        7 * MIN + 10 * SEC,
+        7 * MIN + 5 * SEC,
         policy=policy(history=History()),
         history=2,
     ),
@@ -446,7 +492,9 @@ def test_transition(row: Row) -> None:
         None,
     )
     assert describe(plan.effects) == row.effects
-    assert plan.next_wake == (None if row.wake is None else T0 + row.wake)
+    # The row gives the incident's wake; the plan also wakes when a heartbeat would go stale.
+    expected = None if row.wake is None else T0 + row.wake
+    assert plan.next_wake == sooner_silence(cluster, expected)
     assert plan.reasons["gpu-1"] is row.reason
     if row.phase is None:
         assert state is None
@@ -470,7 +518,7 @@ def test_unchanged_replan_writes_nothing() -> None:
 def test_running_step_replanned_early_writes_nothing() -> None:
     cluster = FakeCluster(policy(), {"gpu-1": node()})
     run(cluster, DRAINING)
-    again = run(cluster, "+5s plan")
+    again = run(cluster, "+3s plan")
     assert again.remediations == ()
     assert describe(again.effects) == []
 
@@ -479,7 +527,8 @@ def test_pdb_message_says_what_and_until_when() -> None:
     cluster = FakeCluster(policy(), {"gpu-1": node()})
     run(cluster, DRAINING + " pdb +10s plan")
     assert cluster.active["gpu-1"].message == (
-        "Drain blocked by PodDisruptionBudget; retrying at 11:07:20Z, timeout at 11:37:00Z."
+        "Drain blocked by PodDisruptionBudget training/trainer-pdb refusing evicting pod"
+        " training/trainer-0; retrying evictions; next check at 11:07:15Z, timeout at 11:37:00Z."
     )
 
 
@@ -553,13 +602,22 @@ def test_blips_inside_tolerate_do_not_make_a_repeat_offender() -> None:
     assert not cluster.active["gpu-1"].repeat_offender
 
 
+POLICY_TAG = hashlib.sha256(b"gpu").hexdigest()[:5]
+
+
 def test_same_minute_second_episode_gets_a_distinct_name() -> None:
-    cluster = FakeCluster(policy(), {"gpu-1": node()})
-    run(cluster, "fault plan +10s clear plan +10s fault plan")
-    first = cluster.finished[-1].name
-    second = cluster.active["gpu-1"].name
-    assert first == "gpu-1-20261130t1100"
-    assert second == "gpu-1-20261130t110020"
+    first = remediation.name_for("gpu-1", T0, (), "gpu")
+    second = remediation.name_for("gpu-1", T0 + 20 * SEC, {first}, "gpu")
+    assert first == f"gpu-1-{POLICY_TAG}-20261130t1100"
+    assert second == f"gpu-1-{POLICY_TAG}-20261130t110020"
+
+
+def test_two_policies_never_compete_for_a_name() -> None:
+    """Remediations are cluster-wide: the same node, minute and taken-set under two policies
+    give two names (issue 12: a collision made the engine spin on AlreadyExists)."""
+    assert remediation.name_for("gpu-1", T0, (), "gpu") != remediation.name_for(
+        "gpu-1", T0, (), "gpu-default"
+    )
 
 
 def test_admin_uncordon_is_not_fought_until_the_fault_changes() -> None:

@@ -72,9 +72,13 @@ def test_a_faulty_node_with_our_unrecorded_cordon_reopens_its_incident_as_ours()
     assert not any(isinstance(e, Release) for e in result.effects)
 
 
-def test_another_policys_cordon_and_dry_run_are_left_alone() -> None:
+def test_another_policys_cordon_is_left_alone() -> None:
     assert plan(replace(marked(), quarantined_by="other")).effects == ()
-    assert plan(marked(), mode=Mode.DryRun).effects == ()
+
+
+def test_a_policy_switched_to_dry_run_still_gives_back_its_own_cordon() -> None:
+    """Undoing our own effects never depends on the current mode (issue 12, defect 11)."""
+    assert Release("gpu-1", uncordon=True) in plan(marked(), mode=Mode.DryRun).effects
 
 
 def test_a_deleted_policy_gives_back_its_unrecorded_cordon_even_on_a_faulty_node() -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.eviction import Disruption
-from remediation_operator.emulator.store import Store
+from remediation_emulator import apiserver
+from remediation_emulator.eviction import Disruption
+from remediation_emulator.store import Store
 
 
 class ManualClock:

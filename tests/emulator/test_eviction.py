@@ -8,10 +8,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.errors import ApiError
-from remediation_operator.emulator.eviction import Disruption
-from remediation_operator.emulator.store import Store
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.errors import ApiError
+from remediation_emulator.eviction import Disruption
+from remediation_emulator.store import Store
 from tests.emulator.conftest import RUNNING_READY, pod
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from remediation_operator.emulator.apiserver import ApiServer
+from remediation_emulator.apiserver import ApiServer
 from tests.emulator.conftest import ready_node
 from tests.emulator.crd_fixtures import remediation_crd
 

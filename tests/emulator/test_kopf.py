@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from remediation_operator.emulator.apiserver import ThreadedApiServer
+from remediation_emulator.apiserver import ThreadedApiServer
 from tests.emulator.conftest import ready_node
 from tests.emulator.crd_fixtures import remediation_crd
 

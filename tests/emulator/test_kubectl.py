@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from remediation_operator.emulator.apiserver import ThreadedApiServer
+from remediation_emulator.apiserver import ThreadedApiServer
 from tests.emulator.conftest import RUNNING_READY, Kubectl, pod, ready_node
 from tests.emulator.crd_fixtures import policy_crd, remediation_crd
 

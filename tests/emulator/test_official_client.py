@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
-from remediation_operator.emulator.apiserver import ThreadedApiServer
+from remediation_emulator.apiserver import ThreadedApiServer
 from tests.emulator.conftest import RUNNING_READY, pod, ready_node
 from tests.emulator.crd_fixtures import remediation_crd
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator import patching
-from remediation_operator.emulator.errors import ApiError
-from remediation_operator.emulator.store import Store
+from remediation_emulator import patching
+from remediation_emulator.errors import ApiError
+from remediation_emulator.store import Store
 from tests.emulator.conftest import ready_node
 from tests.emulator.crd_fixtures import remediation_crd
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from remediation_operator.emulator import apiserver
+from remediation_emulator import apiserver
 from tests.emulator.conftest import ready_node
 
 OPERATOR = "system:serviceaccount:gpu-remediation:operator"

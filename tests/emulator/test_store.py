@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.errors import ApiError
-from remediation_operator.emulator.store import Store
+from remediation_emulator.errors import ApiError
+from remediation_emulator.store import Store
 from tests.emulator.conftest import RUNNING_READY, ManualClock, pod, ready_node
 from tests.emulator.crd_fixtures import remediation_crd
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator import tables
+from remediation_emulator import tables
 
 NODE = {
     "metadata": {"name": "n"},

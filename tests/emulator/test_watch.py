@@ -8,8 +8,8 @@ from typing import Any
 
 import aiohttp
 
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.store import Store
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.store import Store
 from tests.emulator.conftest import ready_node
 
 
@@ -87,7 +87,7 @@ async def test_too_old_resource_version_is_410_error_event(
 
 
 async def test_history_ring_overflow_gives_410() -> None:
-    from remediation_operator.emulator import apiserver
+    from remediation_emulator import apiserver
 
     async with apiserver.serve(history_size=5) as api:
         start = api.store.create("nodes", ready_node("a"))["metadata"]["resourceVersion"]

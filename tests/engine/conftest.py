@@ -73,7 +73,9 @@ class Harness:
 
 @pytest.fixture
 def harness() -> Harness:
-    cluster = MemoryCluster(T0 - timedelta(days=1))
+    # Agents heart-beat every 5 minutes (EKS): a disruptive step needs evidence seen after the
+    # previous one, which the next beat brings.
+    cluster = MemoryCluster(T0 - timedelta(days=1), heartbeat=timedelta(minutes=5))
     clock = Clock(cluster, T0 - timedelta(days=1))
     for i in range(4):
         cluster.add_node(f"gpu-{i}", labels={"pool": "a"})

@@ -125,7 +125,6 @@ async def test_dry_run_never_touches_a_node_even_if_a_plan_asked_to(harness: Har
         state("gpu-0", step=Action.Drain, phase=Phase.Running, dry_run=True),
         Cordon("gpu-0"),
         Evict("gpu-0"),
-        Release("gpu-1", uncordon=True),
         Announce("gpu-0", None, Reason.DryRun, "Would drain gpu-0."),
     )
 
@@ -137,6 +136,23 @@ async def test_dry_run_never_touches_a_node_even_if_a_plan_asked_to(harness: Har
     assert not cluster.calls
     (record,) = cluster.remediations("gpu")
     assert record.state.dry_run, "the decision itself is recorded"
+
+
+async def test_dry_run_still_undoes_what_an_enforce_incident_did(harness: Harness) -> None:
+    """Undoing our own cordon never depends on the mode (issue 12, defect 11)."""
+    cluster = harness.cluster
+    await cluster.cordon("gpu-1", "gpu-xid-reset", "gpu")
+    assert cluster.views()["gpu-1"].quarantined
+
+    result = await harness.reconcile(
+        simple_policy(mode=Mode.DryRun),
+        plan=ScriptedPlanner([plan_of(Release("gpu-1", uncordon=True))]),
+    )
+
+    assert [a.result for a in result.applied] == ["ok"]
+    view = cluster.views()["gpu-1"]
+    assert not view.quarantined
+    assert not view.unschedulable
 
 
 async def test_announcements_become_counted_events_on_node_remediation_or_policy(

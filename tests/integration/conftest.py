@@ -27,14 +27,14 @@ import aiohttp
 import pytest
 import yaml
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import fleet as fleet_module
-from remediation_operator.emulator.fleet.client import Connection
-from remediation_operator.emulator.fleet.config import FAST, FleetConfig
-from remediation_operator.emulator.fleet.fleet import Fleet
-from remediation_operator.emulator.fleet.manifests import Shape
-from remediation_operator.emulator.requestlog import Entry
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import fleet as fleet_module
+from remediation_emulator.fleet.client import Connection
+from remediation_emulator.fleet.config import FAST, FleetConfig
+from remediation_emulator.fleet.fleet import Fleet
+from remediation_emulator.fleet.manifests import Shape
+from remediation_emulator.requestlog import Entry
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "remediation-system"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.requestlog import Entry
+from remediation_emulator.requestlog import Entry
 from tests.integration.conftest import (
     NAMESPACE,
     Cluster,

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import yaml
 
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.domain.fleet import Progress
 from remediation_operator.domain.policy import Action, ActionExecutor, Executor, ReplaceProvider
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.engine.ports import Conflict, NotFound
+from remediation_operator.engine.ports import Conflict, NotFound, Refused
 from remediation_operator.handlers.cluster_port import KubernetesCluster
 from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.k8s.client import Client
@@ -49,7 +49,7 @@ async def client(api: ApiServer, tmp_path: Path) -> AsyncIterator[Client]:
 
 
 def nodeclaim_crd() -> dict[str, Any]:
-    path = ROOT / "remediation_operator/emulator/fleet/nodeclaim-crd.yaml"
+    path = ROOT / "emulator/remediation_emulator/fleet/nodeclaim-crd.yaml"
     crd: dict[str, Any] = yaml.safe_load(path.read_text())
     return crd
 
@@ -168,6 +168,10 @@ async def test_drain_skips_daemonset_mirror_and_finished_pods_and_reports_a_pdb(
     assert status.blocked_by_pdb is True
     assert "training/guarded" in status.message
     assert status.attempted is True
+    # The API server's 429 names the budget (details.causes[reason=DisruptionBudget]).
+    assert status.pdbs == ("training/guard",)
+    assert status.blocked_pods == ("training/guarded",)
+    assert "training/guard" in status.message
 
     await cluster.evict("n1", force=True)
     deleted = [e.name for e in api.request_log if e.verb == "delete" and e.resource == "pods"]
@@ -308,6 +312,38 @@ async def test_karpenter_replace_finds_the_nodeclaim_by_provider_id(
     assert api.store.find("nodes", "n1") is not None  # Karpenter, not us, removes the node
     api.store.delete("nodes", "n1")
     assert await cluster.replacement_status("n1", ReplaceProvider.Karpenter) is (Progress.Succeeded)
+
+
+async def test_karpenter_replace_of_a_node_without_nodeclaim_is_refused_with_the_reason(
+    api: ApiServer, client: Client
+) -> None:
+    """Issue 12, defect 12: the refusal was swallowed and the step waited out its timeout."""
+    api.store.create("nodes", node("n1", providerID="aws:///us-east-1a/i-0none"))
+    cluster = KubernetesCluster(client, NAMESPACE)
+
+    with pytest.raises(Refused, match=r"has no NodeClaim.*DeleteNode or Manual"):
+        await cluster.replace("n1", ReplaceProvider.Karpenter)
+    with pytest.raises(Refused, match="has no NodeClaim"):
+        await cluster.replacement_status("n1", ReplaceProvider.Karpenter)
+    assert api.store.find("nodes", "n1") is not None
+
+
+async def test_without_the_nodeclaim_crd_replace_is_refused_never_reported_done(
+    api: ApiServer, client: Client
+) -> None:
+    """Issue 12, defect 12: with Karpenter's CRD absent, Replace reported NodeReplaced."""
+    api.store.delete("customresourcedefinitions", "nodeclaims.karpenter.sh")
+    body = node("n1", providerID="aws:///us-east-1a/i-0abc")
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim", "name": "claim-1", "uid": "u1"}
+    ]
+    api.store.create("nodes", body)
+    cluster = KubernetesCluster(client, NAMESPACE)
+
+    with pytest.raises(Refused, match=r"NodeClaim CRD .* is not installed"):
+        await cluster.replacement_status("n1", ReplaceProvider.Karpenter)
+    with pytest.raises(Refused, match="is not installed"):
+        await cluster.replace("n1", ReplaceProvider.Karpenter)
 
 
 async def test_manual_replace_labels_the_node_and_waits(api: ApiServer, client: Client) -> None:

@@ -132,13 +132,13 @@ async def test_reset_class_fault_climbs_the_whole_ladder_to_replacement(cluster:
     assert status["cordonedByUs"] is True
     assert cluster.api.store.find("nodeclaims", claim) is None
     assert cluster.node(node) is None
-    name = remediation["metadata"]["name"]
+    # One Event per decision, on the Node (it outlives the Node; handlers/event_queue.py).
     await eventually(
         lambda: (
             {"FaultDetected", "StepStarted", "StepSucceeded", "NodeReplaced"}
-            <= cluster.event_reasons(name, "Remediation")
+            <= cluster.event_reasons(node, "Node")
         ),
-        what="the incident's Events on the Remediation",
+        what="the incident's Events on the Node",
     )
     # Karpenter's replacement joins with a fresh name and nothing of ours on it.
     await eventually(lambda: len(cluster.node_names()) == 3, within=20, what="replacement")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator.fleet.manifests import Shape
 from tests.integration.conftest import (
     Cluster,
     cordon_only,

@@ -118,3 +118,37 @@ async def test_a_failed_round_is_retried_with_backoff_and_keeps_its_focus(
     harness.now = T0 + timedelta(seconds=1)
     harness.worker.touch(["b"])
     assert await harness.call() is None  # the retry deadline is due: plan everything
+
+
+async def test_a_persistent_error_is_retried_at_its_backoff_not_on_every_event(
+    harness: Harness,
+) -> None:
+    """Issue 12: a reconcile that fails every time was retried on each node event (about 200
+    `reconcile_failed` a second). Events during the backoff only join the next round's focus."""
+    harness.worker.set_policy(POLICY)
+    await harness.call()
+    harness.fail = True
+    harness.worker.touch(["a"])
+    assert await harness.call() == frozenset({"a"})
+    for i in range(50):  # a burst of node events within the first second of backoff
+        harness.now = T0 + timedelta(milliseconds=10 * i)
+        harness.worker.touch([f"n{i}"])
+        await harness.idle()
+    assert harness.calls.empty()
+    assert harness.worker.retry_at == T0 + timedelta(seconds=1)
+    harness.now = T0 + timedelta(seconds=1)
+    harness.worker.touch(["late"])
+    assert await harness.call() is None  # the retry: everything, the burst included
+    # The backoff doubles while the error persists: the next try is 2 s later, not sooner.
+    for i in range(20):
+        harness.now = T0 + timedelta(seconds=1, milliseconds=90 * i)
+        harness.worker.touch(["x"])
+        await harness.idle()
+    assert harness.calls.empty()
+    assert harness.worker.retry_at == T0 + timedelta(seconds=3)
+    harness.fail = False
+    harness.now = T0 + timedelta(seconds=3)
+    harness.worker.touch(["y"])
+    assert await harness.call() is None
+    await harness.idle()
+    assert harness.worker.retry_at is None

@@ -54,7 +54,13 @@ async def test_transient_fault_is_cordoned_then_released_and_uncordoned(cluster:
     )
     metrics = await operator.metrics()
     assert (operator.gauge(metrics, "gpuops_remediation_reaction_seconds_count") or 0) >= 1
-    assert 'gpuops_remediation_actions_total{action="Cordon",result="succeeded"} 1.0' in metrics
+    assert any(
+        line.startswith(
+            'gpuops_remediation_steps_finished_total{action="Cordon",outcome="Succeeded"'
+        )
+        and line.endswith(" 1.0")
+        for line in metrics.splitlines()
+    )
     assert operator.gauge(metrics, "gpuops_remediation_nodes_quarantined") == 0
     # Finished Remediations are deleted once older than --retention.
     await eventually(lambda: not cluster.remediations(node), what="retention clean-up")

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from remediation_operator.domain.fleet import EXCLUDE_KEY
 from remediation_operator.engine.nodes import AGENT_ACK_ANNOTATION, READY, parse_time
 
 
@@ -51,10 +52,10 @@ def is_relevant_change(
 
     Relevant: the node appeared or went away; a watched condition (or Ready) appeared,
     disappeared, or changed status or reason; spec.unschedulable, taints, labels, bootID or our
-    agent-ack annotation changed. A heartbeat-only change matters only when it could end
-    staleness: a heartbeat appearing, or advancing by more than `stale_after` (the smallest
-    `staleAfter` of the policies; None: heartbeats alone are never relevant). Becoming stale
-    needs no event: the planner wakes itself at that deadline.
+    agent-ack annotation (or, since, the exclude annotation) changed. A heartbeat-only change
+    matters only when it could end staleness: a heartbeat appearing, or advancing by more
+    than `stale_after` (the smallest `staleAfter` of the policies; None: heartbeats alone are
+    never relevant). Becoming stale needs no event: the planner wakes itself at that deadline.
     """
     if old is None or new is None:
         return old is not new
@@ -64,6 +65,11 @@ def is_relevant_change(
     if _mapping(old_meta.get("annotations")).get(AGENT_ACK_ANNOTATION) != _mapping(
         new_meta.get("annotations")
     ).get(AGENT_ACK_ANNOTATION):
+        return True
+    # Added since (issue 12, defect 14): the opt-out annotation is a decision input too.
+    if _mapping(old_meta.get("annotations")).get(EXCLUDE_KEY) != _mapping(
+        new_meta.get("annotations")
+    ).get(EXCLUDE_KEY):
         return True
     old_spec, new_spec = _mapping(old.get("spec")), _mapping(new.get("spec"))
     if (old_spec.get("unschedulable") is True) != (new_spec.get("unschedulable") is True):

@@ -4,12 +4,14 @@ a plan a view older than that."""
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from remediation_operator.domain.fleet import NodeView
 from remediation_operator.engine import nodes
 from remediation_operator.engine.node_index import NodeIndex
 from remediation_operator.handlers.node_cache import NodeCache
@@ -30,11 +32,32 @@ def flipped(body: dict[str, Any], status: str = "True") -> dict[str, Any]:
     return body
 
 
-def cache_with(body: dict[str, Any], watched: frozenset[str] = frozenset({GPU})) -> NodeCache:
-    cache = NodeCache()
+NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    """The operator's clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def unobserved(view: NodeView) -> NodeView:
+    """The view without our observation instants (what `to_view` alone gives)."""
+    plain = tuple(dataclasses.replace(c, observed_at=None) for c in view.conditions)
+    return dataclasses.replace(view, conditions=plain)
+
+
+def cache_with(
+    body: dict[str, Any], watched: frozenset[str] = frozenset({GPU}), clock: Clock | None = None
+) -> NodeCache:
+    cache = NodeCache(clock or Clock())
     cache.watched = watched
     assert cache.update(body), "a new node is relevant"
-    assert cache.views["gpu-1"] == nodes.to_view(body)
+    assert unobserved(cache.views["gpu-1"]) == nodes.to_view(body)
     return cache
 
 
@@ -61,7 +84,7 @@ def test_a_skipped_flip_is_caught_up_when_a_policy_starts_watching_it() -> None:
     condition = view.condition(DEADLOCK)
     assert condition is not None
     assert condition.status == "True"
-    assert view == nodes.to_view(newest)
+    assert unobserved(view) == nodes.to_view(newest)
 
 
 def test_the_same_watched_set_again_rebuilds_nothing() -> None:
@@ -94,7 +117,7 @@ def test_a_skipped_node_plans_with_its_newest_conditions_after_a_relevant_change
 
     assert cache.update(newest)
 
-    assert cache.views["gpu-1"] == nodes.to_view(newest)
+    assert unobserved(cache.views["gpu-1"]) == nodes.to_view(newest)
 
 
 def test_a_flip_before_the_first_view_is_built_is_in_that_view() -> None:
@@ -104,7 +127,7 @@ def test_a_flip_before_the_first_view_is_built_is_in_that_view() -> None:
     newest = version(flipped(node()), 11)
     cache.update(newest)
 
-    assert cache.views["gpu-1"] == nodes.to_view(newest)
+    assert unobserved(cache.views["gpu-1"]) == nodes.to_view(newest)
 
 
 def test_a_deleted_node_that_was_behind_is_gone_for_good() -> None:
@@ -162,4 +185,149 @@ def test_every_plan_reads_views_equal_to_the_newest_bodies_in_what_it_reads(
         else:
             watched = cache.watched
             view = cache.views["gpu-1"]
-            assert project(view, watched) == project(nodes.to_view(newest), watched)
+            assert unobserved(project(view, watched)) == project(nodes.to_view(newest), watched)
+
+
+# Observation times (staleness on our clock) -------------------------------------------------
+
+
+def observed(cache: NodeCache, type_: str) -> datetime | None:
+    condition = cache.views["gpu-1"].condition(type_)
+    assert condition is not None
+    return condition.observed_at
+
+
+def beaten(body: dict[str, Any], type_: str, at: str, rv: int) -> dict[str, Any]:
+    newer = version(body, rv)
+    find(newer, type_)["lastHeartbeatTime"] = at
+    return newer
+
+
+def test_a_condition_is_first_seen_when_the_operator_first_sees_it_whatever_its_heartbeat() -> None:
+    """The node's heartbeat (BEATS[0], a day before NOW) says nothing about staleness."""
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    assert observed(cache, GPU) == NOW
+    assert observed(cache, "Ready") == NOW
+
+
+def test_a_heartbeat_change_is_timed_when_the_event_arrives_not_when_the_view_is_built() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    clock.now = NOW + timedelta(minutes=3)
+    cache.update(beaten(node(), GPU, BEATS[1], 11))
+    clock.now = NOW + timedelta(minutes=9)  # the next plan comes later
+
+    assert observed(cache, GPU) == NOW + timedelta(minutes=3)
+    assert observed(cache, "Ready") == NOW, "Ready did not change"
+
+
+def test_an_update_that_changes_no_heartbeat_status_or_reason_keeps_the_instant() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    clock.now = NOW + timedelta(minutes=3)
+    same = version(node(), 11)
+    find(same, GPU)["message"] = "still fine"
+    cache.update(same)
+
+    assert observed(cache, GPU) == NOW
+
+
+def test_a_heartbeat_in_the_future_is_one_more_heartbeat() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    clock.now = NOW + timedelta(minutes=3)
+    cache.update(beaten(node(), GPU, "2027-12-01T09:00:00Z", 11))
+    clock.now = NOW + timedelta(minutes=30)
+    cache.update(beaten(node(), GPU, "2027-12-01T09:00:00Z", 12))
+
+    assert observed(cache, GPU) == NOW + timedelta(minutes=3), "unchanged since: it goes stale"
+
+
+def test_a_beat_that_ends_a_staleness_wakes_the_planner() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    cache.stale_after = timedelta(minutes=5)
+    clock.now = NOW + timedelta(minutes=4)
+    assert not cache.update(beaten(node(), GPU, BEATS[1], 11)), "not stale yet: nothing to do"
+    clock.now = NOW + timedelta(minutes=10)
+    assert cache.update(beaten(node(), GPU, BEATS[2], 12)), "6 minutes unseen: stale, now fresh"
+    assert observed(cache, GPU) == NOW + timedelta(minutes=10)
+
+
+def test_a_newly_watched_condition_is_first_seen_when_the_policy_starts_watching_it() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    clock.now = NOW + timedelta(minutes=7)
+    cache.watched = frozenset({GPU, DEADLOCK})
+
+    assert observed(cache, DEADLOCK) == NOW + timedelta(minutes=7)
+    assert observed(cache, GPU) == NOW
+
+
+def test_a_node_deleted_and_created_again_is_a_first_sight() -> None:
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    cache.remove("gpu-1")
+    clock.now = NOW + timedelta(minutes=2)
+    cache.update(node())
+
+    assert observed(cache, GPU) == NOW + timedelta(minutes=2)
+
+
+def test_the_exclude_annotation_is_relevant_and_opts_the_node_out() -> None:
+    """Defect 14: `remediation.gpuops.io/exclude=true` is honoured as an annotation too."""
+    cache = cache_with(node())
+    annotated = version(node(), 11)
+    annotated["metadata"]["annotations"]["remediation.gpuops.io/exclude"] = "true"
+
+    assert cache.update(annotated), "an opt-out must reach the planner at once"
+    view = cache.views["gpu-1"]
+    assert view.excluded
+    assert "annotated" in view.exclusion
+    assert cache.update(version(node(), 12)), "and so must its removal"
+    assert not cache.views["gpu-1"].excluded
+
+
+def test_a_heartbeat_is_reported_as_renewed_evidence_without_being_relevant() -> None:
+    """The runtime wakes an open incident's policy on it: a step may wait for fresh evidence."""
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    clock.now = NOW + timedelta(minutes=1)
+
+    assert not cache.update(beaten(node(), GPU, BEATS[1], 11))
+    assert cache.renewed
+    assert not cache.update(version(flipped(beaten(node(), GPU, BEATS[1], 12)), 12))
+    assert not cache.renewed, "only an unwatched condition changed"
+
+
+def test_going_stale_is_due_at_the_instant_after_the_window_and_reported_once() -> None:
+    """No watch event says a condition went stale: the cache says when, for the runtime."""
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    armed: list[bool] = []
+    cache.on_sooner = lambda: armed.append(True)
+    cache.windows = {GPU: timedelta(minutes=5)}
+    assert armed, "a first deadline re-arms the timer"
+    first = NOW + timedelta(minutes=5, microseconds=1)
+    assert cache.next_deadline() == first
+
+    clock.now = NOW + timedelta(minutes=2)
+    cache.update(beaten(node(), GPU, BEATS[1], 11))  # a live agent pushes it back
+    assert cache.next_deadline() == NOW + timedelta(minutes=7, microseconds=1)
+    assert cache.due(first) == []
+
+    late = NOW + timedelta(minutes=8)
+    assert cache.due(late) == ["gpu-1"]
+    assert cache.due(late) == [], "reported once, until it is seen to change again"
+    assert cache.next_deadline() is None
+
+
+def test_every_watched_type_gets_its_own_window() -> None:
+    clock = Clock()
+    cache = cache_with(node(), frozenset({GPU, DEADLOCK}), clock=clock)
+    cache.windows = {GPU: timedelta(minutes=15), DEADLOCK: timedelta(minutes=5)}
+    assert cache.due(NOW + timedelta(minutes=6)) == ["gpu-1"]
+    assert cache.next_deadline() == NOW + timedelta(minutes=15, microseconds=1)
+    cache.remove("gpu-1")
+    assert cache.next_deadline() is None

@@ -16,8 +16,8 @@ from remediation_operator.domain.policy import Policy
 from remediation_operator.domain.selectors import LabelSelector
 from remediation_operator.handlers.runtime import Runtime, Settings
 from remediation_operator.handlers.workers import PolicyWorker
-from remediation_operator.k8s import leader
-from remediation_operator.k8s.client import Client, aio_client
+from remediation_operator.k8s import credentials, leader
+from remediation_operator.k8s.client import Client
 from remediation_operator.observability.metrics import Metrics
 
 
@@ -48,9 +48,16 @@ def node(name: str, pool: str, *, faulty: bool = False) -> dict[str, Any]:
     }
 
 
+def unused_credentials() -> credentials.Credentials:
+    """A client that is never used: these tests feed events straight to the runtime."""
+    return credentials.Credentials(
+        "http://unused.invalid", credentials.StaticSource(credentials.Secret())
+    )
+
+
 def runtime_with(workers: dict[str, Worker]) -> Runtime:
     settings = Settings("ops", "lock", "me", leader.Timings(), timedelta(days=1), {})
-    runtime = Runtime(Client(aio_client.Configuration()), settings, Metrics())
+    runtime = Runtime(Client(unused_credentials()), settings, Metrics())
     runtime.workers = cast(dict[str, PolicyWorker], workers)
     runtime.nodes.watched = frozenset({"AcceleratedHardwareReady"})
     runtime.synced = True

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.fleet import EXCLUDE_KEY, NodeView
 from remediation_operator.engine import nodes
 from remediation_operator.engine.nodes import AGENT_ACK_ANNOTATION, Change
 from tests.node_path import reference_filter
@@ -171,6 +171,10 @@ def test_decisions_are_still_relevant() -> None:
         classify(lambda n: n["metadata"]["annotations"].update({AGENT_ACK_ANNOTATION: "a"}))
         is Change.RELEVANT
     )
+    assert (
+        classify(lambda n: n["metadata"]["annotations"].update({EXCLUDE_KEY: "true"}))
+        is Change.RELEVANT
+    ), "an opt-out annotation (defect 14)"
     assert classify(lambda n: n["spec"].update(unschedulable=True)) is Change.RELEVANT
     assert classify(lambda n: n["spec"].update(taints=[{"key": "k"}])) is Change.RELEVANT
     assert classify(lambda n: n["status"]["nodeInfo"].update(bootID="b-2")) is Change.RELEVANT
@@ -230,7 +234,9 @@ node_objects = well_formed | maybe(
                 "name": st.just("n"),
                 "resourceVersion": st.sampled_from(["1", "2"]),
                 "labels": st.sampled_from([{"a": "1"}, {"a": "2"}]) | anything,
-                "annotations": st.sampled_from([{}, {AGENT_ACK_ANNOTATION: "x"}, {"o": "1"}]),
+                "annotations": st.sampled_from(
+                    [{}, {AGENT_ACK_ANNOTATION: "x"}, {"o": "1"}, {EXCLUDE_KEY: "true"}]
+                ),
                 "creationTimestamp": beats,
             }
         ),

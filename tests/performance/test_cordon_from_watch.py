@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remediation_operator.emulator.apiserver import ApiServer
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.k8s import nodes
 from remediation_operator.k8s.client import Client
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from remediation_operator.emulator.apiserver import ApiServer
+from remediation_emulator.apiserver import ApiServer
 from remediation_operator.handlers import node_watch
 from remediation_operator.handlers.node_watch import NodeWatch
 from remediation_operator.k8s.client import Client

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 import yaml
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import fleet as fleet_module
-from remediation_operator.emulator.fleet.client import Connection
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import fleet as fleet_module
+from remediation_emulator.fleet.client import Connection
+from remediation_emulator.fleet.manifests import Shape
 from tests.chart import chart_check
-from tests.integration.conftest import CONFIG, FLEET_USER, ROOT, Cluster
+from tests.integration.conftest import CONFIG, FLEET_USER, ROOT, Cluster, Operator
 
 Document = dict[str, Any]
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -49,6 +49,8 @@ class Chart:
     namespace: str
     user: str
     """The ServiceAccount's username, as the API server authenticates its token."""
+    executor_namespace: str = ""
+    """Where the GPU-reset and reboot Jobs run (`--executor-namespace` of the Deployment)."""
 
     @property
     def roles(self) -> list[Document]:
@@ -70,7 +72,22 @@ def chart() -> Chart:
     assert len(accounts) == 1, "the chart renders exactly one ServiceAccount"
     account = accounts[0]["metadata"]
     namespace = account["namespace"]
-    return Chart(docs, namespace, f"system:serviceaccount:{namespace}:{account['name']}")
+    [deployment] = chart_check.objects(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    [executors] = [a.split("=", 1)[1] for a in args if a.startswith("--executor-namespace=")]
+    user = f"system:serviceaccount:{namespace}:{account['name']}"
+    return Chart(docs, namespace, user, executors)
+
+
+@dataclass
+class ChartCluster(Cluster):
+    """The shared emulator cluster, whose operators run with the chart's executor namespace."""
+
+    executor_namespace: str = ""
+
+    async def start_operator(self, identity: str = "operator-a", *extra: str) -> Operator:
+        flags = ("--executor-namespace", self.executor_namespace)
+        return await super().start_operator(identity, *flags, *extra)
 
 
 @dataclass
@@ -115,11 +132,10 @@ async def running_cluster(
     async with apiserver.serve(rbac=enforce) as api:
         for crd in sorted((ROOT / "crds").glob("*.yaml")):
             api.store.create("customresourcedefinitions", yaml.safe_load(crd.read_text()))
-        if api.store.find("namespaces", chart.namespace) is None:
-            namespace_object = {"apiVersion": "v1", "kind": "Namespace"}
-            api.store.create(
-                "namespaces", namespace_object | {"metadata": {"name": chart.namespace}}
-            )
+        for name in (chart.namespace, chart.executor_namespace):
+            if api.store.find("namespaces", name) is None:
+                namespace_object = {"apiVersion": "v1", "kind": "Namespace"}
+                api.store.create("namespaces", namespace_object | {"metadata": {"name": name}})
         for obj in [*chart.rbac_objects, FLEET_ROLE, FLEET_BINDING]:
             namespace = obj["metadata"].get("namespace")
             api.store.create(RESOURCES[obj["kind"]], obj, namespace)
@@ -129,7 +145,7 @@ async def running_cluster(
             api.url, headers={"Authorization": f"Bearer {api.token(FLEET_USER)}"}
         )
         async with fleet_module.running(connection, shape=shape, config=CONFIG) as fleet:
-            cluster = Cluster(handle, fleet, tmp)
+            cluster = ChartCluster(handle, fleet, tmp, executor_namespace=chart.executor_namespace)
             try:
                 yield cluster
             except BaseException:

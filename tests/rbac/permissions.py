@@ -3,12 +3,13 @@
 This is the audit behind "least privilege": every request is reduced to the attributes the
 Kubernetes RBAC authorizer checks (API group, resource or `resource/subresource`, verb, and the
 namespace, empty for cluster-scoped and all-namespace requests), then matched against the
-rendered ClusterRole (bound cluster-wide) and Role (bound in the operator's namespace only):
+rendered ClusterRole (bound cluster-wide) and Roles (each bound in its own namespace only: the
+operator's, for the Lease, and the executors', for the Jobs):
 
-- missing: a request neither grants covers;
+- missing: a request no grant covers;
 - unused: a granted (group, resource, verb) no request needed (a ClusterRole rule is needed
-  only by a request the Role cannot cover: cluster scope or another namespace; a Role rule
-  only by a request in the operator's namespace the ClusterRole does not already cover);
+  only by a request no Role can cover: cluster scope or a namespace without that Role rule; a
+  Role rule only by a request in its namespace the ClusterRole does not already cover);
 - wildcards: any `*` in apiGroups, resources, verbs, or a rule with nonResourceURLs.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from remediation_operator.emulator.requestlog import Entry
+from remediation_emulator.requestlog import Entry
 
 Rule = tuple[str, str, str]
 """(apiGroup, resource[/subresource], verb), as `tests/chart/chart_check.granted` returns."""
@@ -50,7 +51,7 @@ class Deliberate:
     """A grant the scenarios do not exercise, kept on purpose; `reason` says why."""
 
     scope: str
-    """"cluster" (ClusterRole) or "namespace" (Role)."""
+    """"cluster" (ClusterRole) or the namespace of the Role."""
     rule: Rule
     reason: str
 
@@ -59,7 +60,7 @@ class Deliberate:
 class Report:
     missing: frozenset[Use] = field(default_factory=frozenset)
     unused: frozenset[tuple[str, Rule]] = field(default_factory=frozenset)
-    """(scope, rule): scope is "cluster" or "namespace"."""
+    """(scope, rule): scope is "cluster" or the namespace of a Role."""
     wildcards: tuple[str, ...] = ()
 
     @property
@@ -69,7 +70,8 @@ class Report:
     def __str__(self) -> str:
         lines = [f"the chart lacks: {u}" for u in sorted(self.missing)]
         lines += [
-            f"the chart's {'ClusterRole' if scope == 'cluster' else 'Role'} grants, never used: "
+            f"the chart's {'ClusterRole' if scope == 'cluster' else f'Role in {scope}'} grants,"
+            " never used: "
             f"{verb} {group or 'core'}/{resource}"
             for scope, (group, resource, verb) in sorted(self.unused)
         ]
@@ -136,25 +138,24 @@ def wildcards(roles: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
 def compare(
     uses: Iterable[Use],
     grants: Mapping[str, frozenset[Rule]],
-    operator_namespace: str,
     roles: Iterable[Mapping[str, Any]] = (),
     exceptions: Iterable[Deliberate] = (),
 ) -> Report:
-    """Audit `grants` ({"cluster": ..., "namespace": ...}) against `uses`."""
+    """Audit `grants` ({"cluster": ClusterRole rules, namespace: that Role's rules}) against
+    `uses`."""
     cluster = grants.get("cluster", frozenset())
-    namespace = grants.get("namespace", frozenset())
     missing: set[Use] = set()
     needed: set[tuple[str, Rule]] = set()
     for use in uses:
-        in_ours = use.namespace == operator_namespace
-        if in_ours and use.rule in namespace and use.rule not in cluster:
-            needed.add(("namespace", use.rule))
+        local = grants.get(use.namespace, frozenset()) if use.namespace else frozenset()
+        if use.rule in local and use.rule not in cluster:
+            needed.add((use.namespace, use.rule))
         elif use.rule in cluster:
             needed.add(("cluster", use.rule))
-        elif not (in_ours and use.rule in namespace):
+        elif use.rule not in local:
             missing.add(use)
     kept = {(e.scope, e.rule) for e in exceptions}
-    granted = {("cluster", r) for r in cluster} | {("namespace", r) for r in namespace}
+    granted = {(scope, r) for scope, rules in grants.items() for r in rules}
     # A Role rule the ClusterRole also grants is never needed: it is a redundant grant.
     unused = granted - needed - kept
     return Report(frozenset(missing), frozenset(unused), wildcards(roles))

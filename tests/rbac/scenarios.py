@@ -235,6 +235,7 @@ async def everything(cluster: Cluster) -> None:
         budget_blocks_second(cluster, nodes[4], nodes[5]),
         replace_by_provider_id(cluster, nodes[6]),
     )
-    assert cluster.api.store.list("jobs", NAMESPACE), "the ladder ran executor Jobs"
+    executors = getattr(cluster, "executor_namespace", "") or NAMESPACE
+    assert cluster.api.store.list("jobs", executors), "the ladder ran executor Jobs"
     await cluster.operators[0].stop()
     await eventually(lambda: leader(cluster, 1), what="operator-b takes over")

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator.fleet.manifests import Shape
 from tests.rbac import scenarios
 from tests.rbac.conftest import Chart, running_cluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from remediation_operator.emulator.requestlog import Entry
+from remediation_emulator.requestlog import Entry
 from tests.rbac import permissions
 from tests.rbac.permissions import Use
 
@@ -44,29 +44,36 @@ def test_discovery_is_free_but_other_urls_and_verbs_are_not() -> None:
     assert permissions.beyond_discovery(log, OPERATOR) == {"get /metrics", "post /api"}
 
 
-def test_the_role_covers_only_the_operators_namespace() -> None:
-    grants = {"cluster": frozenset(), "namespace": frozenset({("batch", "jobs", "create")})}
-    ours = Use("batch", "jobs", "create", "remediation-system")
+def test_a_role_covers_only_its_own_namespace() -> None:
+    grants = {
+        "cluster": frozenset(),
+        "remediation-system-executors": frozenset({("batch", "jobs", "create")}),
+        "remediation-system": frozenset({("coordination.k8s.io", "leases", "get")}),
+    }
+    ours = Use("batch", "jobs", "create", "remediation-system-executors")
+    lease = Use("coordination.k8s.io", "leases", "get", "remediation-system")
     elsewhere = Use("batch", "jobs", "create", "default")
-    assert permissions.compare([ours], grants, "remediation-system").ok
-    report = permissions.compare([ours, elsewhere], grants, "remediation-system")
-    assert report.missing == {elsewhere}
+    beside = Use("batch", "jobs", "create", "remediation-system")
+    assert permissions.compare([ours, lease], grants).ok
+    report = permissions.compare([ours, lease, elsewhere, beside], grants)
+    assert report.missing == {elsewhere, beside}
     assert "the chart lacks: create batch/jobs in namespace default" in str(report)
 
 
 def test_a_cluster_scoped_request_needs_the_cluster_role() -> None:
-    grants = {"cluster": frozenset(), "namespace": frozenset({("", "nodes", "get")})}
-    report = permissions.compare([Use("", "nodes", "get", "")], grants, "remediation-system")
+    grants = {"cluster": frozenset(), "remediation-system": frozenset({("", "nodes", "get")})}
+    report = permissions.compare([Use("", "nodes", "get", "")], grants)
     assert report.missing == {Use("", "nodes", "get", "")}
-    assert report.unused == {("namespace", ("", "nodes", "get"))}
+    assert report.unused == {("remediation-system", ("", "nodes", "get"))}
+    assert "Role in remediation-system grants, never used: get core/nodes" in str(report)
 
 
 def test_a_deliberate_exception_is_not_reported_unused() -> None:
     rule = ("", "nodes", "delete")
-    grants = {"cluster": frozenset({rule}), "namespace": frozenset()}
+    grants = {"cluster": frozenset({rule})}
     kept = permissions.Deliberate("cluster", rule, "only the DeleteNode provider deletes nodes")
-    assert not permissions.compare([], grants, "ns").ok
-    assert permissions.compare([], grants, "ns", exceptions=[kept]).ok
+    assert not permissions.compare([], grants).ok
+    assert permissions.compare([], grants, exceptions=[kept]).ok
 
 
 def test_star_subresources_non_resource_urls_and_aggregation_are_wildcards() -> None:

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from remediation_emulator.requestlog import Entry
 from remediation_operator.domain.policy import Action
-from remediation_operator.emulator.requestlog import Entry
 from remediation_operator.k8s import executors, names
 from tests.integration.conftest import Cluster
 

@@ -2,7 +2,12 @@
 junk (wrong types, huge or unicode strings, bad durations and regexes, negative numbers,
 deep nesting), and arbitrary documents. Parsing never raises anything but the documented
 InvalidPolicyError, every error names a field, an accepted policy can be planned, and a
-rejected one yields Accepted=False with a message that names the field."""
+rejected one yields Accepted=False with a message that names the field.
+
+Deterministic in CI (the "ci" hypothesis profile, tests/conftest.py: derandomized, so every
+run draws the same examples); `make reliability` draws fresh ones, ten times as many. Inputs
+that once broke these properties are kept below as explicit `@example`s: the overflowing
+duration `24000000000h` (issue 12, defect 9) crashed validation with an OverflowError."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from remediation_operator.api import policy_parsing
@@ -24,6 +29,9 @@ from tests.integration.conftest import policy as valid_policy
 pytestmark = pytest.mark.reliability
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+BASE_EXAMPLES = settings().max_examples
+"""100 under the CI profile, 1000 under `make reliability`'s (tests/conftest.py)."""
 
 scalars = st.one_of(
     st.none(),
@@ -137,19 +145,43 @@ def _check(obj: Any) -> None:
     planner.plan(Snapshot(nodes=nodes), parsed, NOW)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def _with(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """The base policy of `mutated_policies` with one field set: a found example, kept."""
+    obj = valid_policy(
+        budgets=[{"nodes": "1", "actions": ["Drain", "GPUReset", "Reboot", "Replace"]}],
+        rate={"max": 2, "per": "10m"},
+        circuitBreaker={"maxUnhealthy": "20%", "minNodes": 5},
+    )
+    target: Any = obj
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return obj
+
+
+@settings(
+    max_examples=3 * BASE_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(mutated_policies())
+@example(_with(("spec", "faults", 0, "tolerate"), "24000000000h"))  # defect 9: OverflowError
+@example(_with(("spec", "rate", "per"), "99999999999h"))
+@example(_with(("spec", "faults", 0, "ladder", 0, "timeout"), "9" * 400 + "ms"))
+@example(_with(("spec", "budgets", 0, "duration"), "1e400s"))
+@example(_with(("spec", "faults", 0, "match", 0, "reason"), "(a+)+$"))  # defect 8: now harmless
+@example(_with(("spec", "faults", 0, "match", 0, "reason"), r"(a)\1"))  # RE2 refuses it
+@example(_with(("spec", "faults", 0, "ladder", 0, "retries"), 2**70))
+@example(_with(("spec", "budgets", 0, "nodes"), "9" * 5000))
 def test_a_mutated_policy_is_parsed_or_rejected_with_named_fields(obj: Any) -> None:
     _check(obj)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=BASE_EXAMPLES * 3 // 2, deadline=None)
 @given(junk)
 def test_an_arbitrary_document_is_rejected_clearly(obj: Any) -> None:
     _check(obj)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=BASE_EXAMPLES, deadline=None)
 @given(junk)
 def test_an_arbitrary_spec_is_rejected_or_parsed(spec: Any) -> None:
     obj = valid_policy()
@@ -157,12 +189,39 @@ def test_an_arbitrary_spec_is_rejected_or_parsed(spec: Any) -> None:
     _check(obj)
 
 
-def test_a_catastrophic_reason_pattern_is_rejected_or_bounded() -> None:
+def test_a_reason_pattern_that_does_not_compile_is_a_named_field_error() -> None:
     """`(` does not compile: that is a named field error, not a crash at plan time."""
     obj = valid_policy()
     obj["spec"]["faults"][0]["match"][0]["reason"] = "("
     errors = policy_parsing.validate(obj)
     assert [e.path for e in errors] == ["spec.faults[0].match[0].reason"]
+
+
+def test_an_overflowing_duration_is_a_named_field_error_everywhere() -> None:
+    """Defect 9, found by this fuzz: every duration field, not only the one it hit."""
+    obj = _with(("spec", "history"), {"window": "1h"})
+    obj["spec"]["budgets"][0].update(schedule="@daily", duration="1h")
+    obj["spec"]["faults"][0]["ladder"][1]["timeout"] = "1h"
+    fields = [
+        ("spec", "startupGrace"),
+        ("spec", "recovery", "healthyFor"),
+        ("spec", "history", "window"),
+        ("spec", "rate", "per"),
+        ("spec", "circuitBreaker", "cooldown"),
+        ("spec", "budgets", 0, "duration"),
+        ("spec", "faults", 0, "tolerate"),
+        ("spec", "faults", 0, "ladder", 0, "escalateAfter"),
+        ("spec", "faults", 0, "ladder", 1, "timeout"),
+    ]
+    for path in fields:
+        broken = copy.deepcopy(obj)
+        target: Any = broken
+        for part in path[:-1]:
+            target = target[part]
+        target[path[-1]] = "24000000000h"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)[1:]
+        assert [e.path for e in policy_parsing.validate(broken)] == [where]
+        _check(broken)
 
 
 def test_the_mutation_strategy_can_produce_valid_policies() -> None:

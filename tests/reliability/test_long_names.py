@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator.fleet.manifests import Shape
 from tests.integration.conftest import Cluster, eventually
 from tests.reliability import invariants
 from tests.reliability.test_crash import fast_ladder

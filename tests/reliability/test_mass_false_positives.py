@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from remediation_emulator.fleet.manifests import Shape
 from remediation_operator.api import timestamps
-from remediation_operator.emulator.fleet.manifests import Shape
 from tests.integration.conftest import CONFIG, Cluster, eventually, policy
 from tests.reliability import invariants
 from tests.reliability.conftest import record_figures

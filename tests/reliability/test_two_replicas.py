@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from remediation_operator.emulator.requestlog import Entry
+from remediation_emulator.requestlog import Entry
 from tests.integration.conftest import NAMESPACE, Cluster, Operator, eventually
 from tests.reliability import invariants
 from tests.reliability.conftest import record_figures

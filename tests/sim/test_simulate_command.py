@@ -72,11 +72,13 @@ def test_compare_puts_policies_side_by_side_and_writes_every_output(
     out = capsys.readouterr().out
     assert code == 0
     header = out.splitlines()[2].split()
-    assert header == ["gpu-default", "replace-on-first-fault", "wait-for-notready"]
+    # The oracle (the best any policy could do on the same faults) always comes last.
+    assert header == ["gpu-default", "replace-on-first-fault", "wait-for-notready", "oracle"]
     assert "invariants held at" in out
     reports = json.loads(report.read_text())
     assert [r["policy"] for r in reports] == header
-    assert len({r["faults"] for r in reports}) == 1  # the same fault history for all three
+    assert [r["oracle"] for r in reports] == [False, False, False, True]
+    assert len({r["faults"] for r in reports}) == 1  # the same fault history for all four
     with timeline.open() as stream:
         rows = list(csv.DictReader(stream))
     assert {r["policy"] for r in rows} == set(header)

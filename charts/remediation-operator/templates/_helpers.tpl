@@ -29,6 +29,15 @@ The namespace of every namespaced object: namespace.name, else the release names
 {{- default .Release.Namespace .Values.namespace.name }}
 {{- end }}
 
+{{/*
+The namespace of the GPU-reset and reboot Jobs: executors.namespace.name, else
+"<operator namespace>-executors" (at most 63 characters).
+*/}}
+{{- define "remediation-operator.executorNamespace" -}}
+{{- $default := printf "%s-executors" (include "remediation-operator.namespace" .) | trunc 63 | trimSuffix "-" }}
+{{- default $default .Values.executors.namespace.name }}
+{{- end }}
+
 {{- define "remediation-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}

@@ -14,10 +14,10 @@ import asyncio
 import resource
 import time
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.fleet import config, fleet
-from remediation_operator.emulator.fleet.client import Connection
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator import apiserver
+from remediation_emulator.fleet import config, fleet
+from remediation_emulator.fleet.client import Connection
+from remediation_emulator.fleet.manifests import Shape
 
 
 async def measure(nodes: int, pdb_every: int, profile: str, settle: float) -> None:

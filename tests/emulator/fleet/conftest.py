@@ -1,6 +1,6 @@
 """Fixtures for the emulated fleet's tests.
 
-Real: the API emulator (`remediation_operator.emulator.apiserver`) serving real HTTP on
+Real: the API emulator (`remediation_emulator.apiserver`) serving real HTTP on
 127.0.0.1, and the fleet's controllers talking to it through aiohttp exactly as they would to a
 cluster (list+watch, patches, evictions). Faked: time is short (the FAST profile: resets in
 0.2 s, reboots in 0.5 s, grace periods capped at 0.2 s), and repair probabilities are forced to
@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import fleet
-from remediation_operator.emulator.fleet.client import Connection, KubeClient
-from remediation_operator.emulator.fleet.config import FAST, FleetConfig
-from remediation_operator.emulator.fleet.fleet import Fleet
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import fleet
+from remediation_emulator.fleet.client import Connection, KubeClient
+from remediation_emulator.fleet.config import FAST, FleetConfig
+from remediation_emulator.fleet.fleet import Fleet
+from remediation_emulator.fleet.manifests import Shape
 
 FLEET_USER = "gpu-fleet"
 TEST_CONFIG: FleetConfig = FAST.with_(reset_clears=1.0, reboot_clears=1.0, heartbeat_period=0.3)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.fleet import catalog
-from remediation_operator.emulator.fleet.catalog import CatalogError
+from remediation_emulator.fleet import catalog
+from remediation_emulator.fleet.catalog import CatalogError
 
 
 def test_the_shipped_catalog_has_the_classes_the_demo_and_docs_name() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.fleet.config import PROFILES, ConfigError, FleetConfig
+from remediation_emulator.fleet.config import PROFILES, ConfigError, FleetConfig
 
 
 def test_profiles_order_their_timings_from_fast_to_realistic() -> None:

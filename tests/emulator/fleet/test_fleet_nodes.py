@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import fleet, resources
-from remediation_operator.emulator.fleet.agent import UnknownNodeError
-from remediation_operator.emulator.fleet.client import KubeClient
-from remediation_operator.emulator.fleet.fleet import Fleet
-from remediation_operator.emulator.fleet.manifests import Shape
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import fleet, resources
+from remediation_emulator.fleet.agent import UnknownNodeError
+from remediation_emulator.fleet.client import KubeClient
+from remediation_emulator.fleet.fleet import Fleet
+from remediation_emulator.fleet.manifests import Shape
 from tests.emulator.fleet.conftest import FLEET_USER, TEST_CONFIG, connection, eventually
 
 

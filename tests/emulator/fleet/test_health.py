@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from remediation_operator.emulator.fleet import catalog, health
-from remediation_operator.emulator.fleet.health import NodeHealth
+from remediation_emulator.fleet import catalog, health
+from remediation_emulator.fleet.health import NodeHealth
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 FAULTS = catalog.load()

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from remediation_operator.emulator import apiserver
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import resources
-from remediation_operator.emulator.fleet.client import Connection, KubeClient
-from remediation_operator.emulator.fleet.informer import Informer
+from remediation_emulator import apiserver
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import resources
+from remediation_emulator.fleet.client import Connection, KubeClient
+from remediation_emulator.fleet.informer import Informer
 from tests.emulator.fleet.conftest import eventually
 
 

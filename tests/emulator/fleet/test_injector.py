@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from remediation_operator.emulator.fleet import catalog, injector
+from remediation_emulator.fleet import catalog, injector
 
 
 def test_poisson_counts_average_to_the_mean() -> None:

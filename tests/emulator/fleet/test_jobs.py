@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import resources
-from remediation_operator.emulator.fleet.client import KubeClient
-from remediation_operator.emulator.fleet.fleet import Fleet
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import resources
+from remediation_emulator.fleet.client import KubeClient
+from remediation_emulator.fleet.fleet import Fleet
 from tests.emulator.fleet.conftest import eventually
 
 NS = "remediation-system"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from remediation_operator.emulator.apiserver import ApiServer
-from remediation_operator.emulator.fleet import kubeconfig, resources
-from remediation_operator.emulator.fleet.client import KubeClient
-from remediation_operator.emulator.fleet.kubeconfig import KubeconfigError
+from remediation_emulator.apiserver import ApiServer
+from remediation_emulator.fleet import kubeconfig, resources
+from remediation_emulator.fleet.client import KubeClient
+from remediation_emulator.fleet.kubeconfig import KubeconfigError
 
 
 async def test_the_fleet_connects_with_the_emulators_kubeconfig_as_its_user(

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from remediation_operator.emulator.fleet import jobs, manifests
-from remediation_operator.emulator.fleet.manifests import Shape, ShapeError
+from remediation_emulator.fleet import jobs, manifests
+from remediation_emulator.fleet.manifests import Shape, ShapeError
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

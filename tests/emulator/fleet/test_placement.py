@@ -1,6 +1,6 @@
 """The by-node index the kubelet and Job runner use to revisit what is on a node."""
 
-from remediation_operator.emulator.fleet.placement import ByNode
+from remediation_emulator.fleet.placement import ByNode
 
 
 def test_objects_follow_their_node_and_are_forgotten_when_gone() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from remediation_operator.emulator.fleet.workqueue import WorkQueue
+from remediation_emulator.fleet.workqueue import WorkQueue
 
 
 async def test_a_key_queued_twice_is_processed_once() -> None:

@@ -1,0 +1,230 @@
+"""The health of one emulated node and the Node conditions it shows, as pure values.
+
+The node agent keeps one `NodeHealth` per node and replaces it on every change (fault injected,
+reset, reboot started or finished, transient fault expired). Rendering conditions from it is
+pure and takes `now`, so the rules that matter to the operator are testable without a server:
+lastTransitionTime changes only when a condition's status changes, lastHeartbeatTime is the time
+of the write, and the agent's conditions are not written while the node is rebooting or the
+agent is silent.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from remediation_emulator.fleet.catalog import FaultClass
+
+READY = "Ready"
+ACCELERATED = "AcceleratedHardwareReady"
+"""The EKS node monitoring agent's condition type for GPUs."""
+GPU_HEALTHY = "GPUHealthy"
+"""A node-problem-detector style custom condition; True means healthy (docs/emulator.md)."""
+AGENT_CONDITIONS = (ACCELERATED, GPU_HEALTHY)
+
+_HEALTHY: Mapping[str, tuple[str, str, str]] = {
+    READY: ("True", "KubeletReady", "kubelet is posting ready status"),
+    # The EKS agent's own words when the GPU is fine (aws/eks-node-monitoring-agent).
+    ACCELERATED: (
+        "True",
+        "NvidiaAcceleratedHardwareIsReady",
+        "Monitoring for the Nvidia AcceleratedHardware system is active",
+    ),
+    GPU_HEALTHY: ("True", "GPUIsHealthy", "All GPUs passed the last health check"),
+}
+_UNREACHABLE = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+"""What the node lifecycle controller writes on Ready when a node stops reporting."""
+
+
+def timestamp(moment: datetime) -> str:
+    """RFC 3339 with second precision, as metav1.Time serialises."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Transition:
+    status: str
+    since: datetime
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    boot_id: str
+    fault: FaultClass | None = None
+    fault_since: datetime | None = None
+    rebooting_until: datetime | None = None
+    resetting_until: datetime | None = None
+    request: str | None = None
+    """The agent request (`<Action>:<remediation>:<attempt>`) being carried out, if any."""
+    last_request: str | None = None
+    """The last agent request taken on, so a stale cache never makes it run twice."""
+    pending_ack: str | None = None
+    """An acknowledgement to write once the node can (after a reboot, when Ready again)."""
+    transitions: Mapping[str, Transition] = field(default_factory=dict)
+
+    @property
+    def rebooting(self) -> bool:
+        return self.rebooting_until is not None
+
+    @property
+    def silent(self) -> bool:
+        """The agent is not publishing: it has gone silent, or the node is rebooting."""
+        return self.rebooting or (self.fault is not None and self.fault.silent)
+
+
+def desired(health: NodeHealth) -> dict[str, tuple[str, str, str]]:
+    """(status, reason, message) by condition type, for the conditions written now."""
+    wanted = {READY: _UNREACHABLE if health.rebooting else _HEALTHY[READY]}
+    if health.silent:
+        return wanted
+    for type_ in AGENT_CONDITIONS:
+        if health.fault is None:
+            wanted[type_] = _HEALTHY[type_]
+        else:
+            wanted[type_] = ("False", health.fault.reason, health.fault.message)
+    return wanted
+
+
+def settle(health: NodeHealth, now: datetime) -> NodeHealth:
+    """Record a transition for every written condition whose status changed."""
+    transitions = dict(health.transitions)
+    changed = False
+    for type_, (status, _, _) in desired(health).items():
+        before = transitions.get(type_)
+        if before is None or before.status != status:
+            transitions[type_] = Transition(status, now)
+            changed = True
+    return replace(health, transitions=transitions) if changed else health
+
+
+def conditions(health: NodeHealth, now: datetime) -> list[dict[str, Any]]:
+    """The Node conditions to write now (heartbeat = now; transition kept while status holds)."""
+    health = settle(health, now)
+    rendered = []
+    for type_, (status, reason, message) in desired(health).items():
+        rendered.append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": timestamp(now),
+                "lastTransitionTime": timestamp(health.transitions[type_].since),
+            }
+        )
+    return rendered
+
+
+def differs(health: NodeHealth, node: Mapping[str, Any]) -> bool:
+    """Does the Node show something other than what the agent wants (ignoring heartbeats)?"""
+    status = node.get("status", {})
+    if status.get("nodeInfo", {}).get("bootID") != health.boot_id:
+        return True
+    seen = {c.get("type"): c for c in status.get("conditions", [])}
+    for type_, wanted in desired(health).items():
+        current = seen.get(type_)
+        if current is None:
+            return True
+        if (current.get("status"), current.get("reason"), current.get("message")) != wanted:
+            return True
+        since = health.transitions.get(type_)
+        if since is not None and current.get("lastTransitionTime") != timestamp(since.since):
+            return True
+    return False
+
+
+def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datetime) -> NodeHealth:
+    """Take over a node as found (after a restart, or a node made by someone else): keep its
+    bootID and transition times, and recognise a fault it already shows."""
+    status = node.get("status", {})
+    boot_id = str(status.get("nodeInfo", {}).get("bootID", ""))
+    transitions: dict[str, Transition] = {}
+    fault: FaultClass | None = None
+    fault_since: datetime | None = None
+    by_reason = {f.reason: f for f in catalog.values() if f.reason}
+    for condition in status.get("conditions", []):
+        type_ = condition.get("type")
+        since_text = condition.get("lastTransitionTime")
+        if type_ not in _HEALTHY or not since_text:
+            continue
+        try:
+            since = parse_timestamp(since_text)
+        except ValueError:
+            since = now
+        transitions[type_] = Transition(str(condition.get("status")), since)
+        if type_ == ACCELERATED and condition.get("status") == "False":
+            fault = by_reason.get(str(condition.get("reason")))
+            fault_since = since
+    health = NodeHealth(boot_id, fault, fault_since if fault else None, transitions=transitions)
+    return settle(health, now)
+
+
+def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:
+    return settle(replace(health, fault=fault, fault_since=now), now)
+
+
+def clear(health: NodeHealth, now: datetime) -> NodeHealth:
+    return settle(replace(health, fault=None, fault_since=None), now)
+
+
+def _chance(default: float, override: float | None) -> float:
+    return default if override is None else override
+
+
+def gpu_reset(
+    health: NodeHealth, rng: random.Random, now: datetime, clears: float | None = None
+) -> tuple[NodeHealth, bool]:
+    """Reset the GPUs: (new health, whether the reset itself ran). A reset that runs clears the
+    fault with the class's probability (or `clears`); an unreachable GPU cannot be reset."""
+    fault = health.fault
+    if fault is None:
+        return health, True
+    if fault.reset_fails:
+        return health, False
+    if rng.random() < _chance(fault.reset_clears, clears):
+        return clear(health, now), True
+    return health, True
+
+
+def begin_reboot(health: NodeHealth, now: datetime, duration: float) -> NodeHealth:
+    until = now + timedelta(seconds=duration)
+    return settle(replace(health, rebooting_until=until), now)
+
+
+def finish_reboot(
+    health: NodeHealth,
+    rng: random.Random,
+    now: datetime,
+    boot_id: str,
+    clears: float | None = None,
+) -> NodeHealth:
+    """The node is back: a new bootID, Ready again, the fault gone with the reboot chance."""
+    back = replace(health, rebooting_until=None, boot_id=boot_id)
+    if back.fault is not None and rng.random() < _chance(back.fault.reboot_clears, clears):
+        back = replace(back, fault=None, fault_since=None)
+    return settle(back, now)
+
+
+def transient_over(health: NodeHealth, now: datetime, duration: float) -> bool:
+    fault = health.fault
+    return (
+        fault is not None
+        and fault.clears_by_itself
+        and health.fault_since is not None
+        and now >= health.fault_since + timedelta(seconds=duration)
+    )
+
+
+def next_deadline(health: NodeHealth, transient_duration: float) -> datetime | None:
+    """The earliest moment the health changes by itself (reboot or reset done, fault expires)."""
+    deadlines = [d for d in (health.rebooting_until, health.resetting_until) if d is not None]
+    if health.fault is not None and health.fault.clears_by_itself and health.fault_since:
+        deadlines.append(health.fault_since + timedelta(seconds=transient_duration))
+    return min(deadlines, default=None)

@@ -1,0 +1,160 @@
+"""What each ladder action means, in one entry per action.
+
+Whether it disrupts work (budgets, the rate limit and the evidence gate apply), whether it
+keeps the node (Karpenter must not consolidate it meanwhile), the effect that starts it, which
+effect a due re-check issues again, how it is observed done, and how often a running step is
+looked at. The planner and the engine read these entries and nothing else about an action,
+so adding an action is one entry here plus its executor in the ports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from remediation_operator.domain.effects import Cordon, Effect, Evict, Replace, RunExecutor
+from remediation_operator.domain.fleet import NodeView, Progress, StepObservation
+from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.domain.remediation import Outcome, RemediationState
+
+PACE_BASE = timedelta(seconds=10)
+PACE_CAP = timedelta(minutes=5)
+
+EVICTION_RETRY = timedelta(seconds=5)
+"""How often a drain's evictions are retried while pods remain (kubectl drain retries a
+PodDisruptionBudget's 429 every 5 s: k8s.io/kubectl/pkg/drain, `evictPods`)."""
+
+
+class Reissue(StrEnum):
+    """Which effect a due re-check of a running step applies again (all are idempotent)."""
+
+    Always = "Always"
+    """Cordon and Drain: cheap to repeat, and the repeat is what makes progress (a pod that a
+    PodDisruptionBudget refused is evicted again)."""
+    UntilStarted = "UntilStarted"
+    """Executors and Replace: only while the observation shows nothing started."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """What an action's starting effect is made from."""
+
+    node: str
+    remediation: str
+    attempt: int
+    policy: Policy
+    force: bool = False
+
+
+def _observed(obs: StepObservation | None) -> Outcome | None:
+    if obs is None:
+        return None
+    if obs.progress is Progress.Failed:
+        return Outcome.PermanentFailure if obs.permanent else Outcome.TransientFailure
+    if obs.progress is Progress.Succeeded:
+        return Outcome.Succeeded
+    return None
+
+
+def _cordoned(
+    node: NodeView, state: RemediationState, obs: StepObservation | None
+) -> Outcome | None:
+    return Outcome.Succeeded if node.unschedulable and node.quarantined else None
+
+
+def _rebooted(
+    node: NodeView, state: RemediationState, obs: StepObservation | None
+) -> Outcome | None:
+    """A new bootID and Ready=True: the agent saying "done" is not proof of a reboot."""
+    if node.ready and node.boot_id != (state.boot_id_at_step_start or ""):
+        return Outcome.Succeeded
+    outcome = _observed(obs)
+    return None if outcome is Outcome.Succeeded else outcome
+
+
+def _reported(
+    node: NodeView, state: RemediationState, obs: StepObservation | None
+) -> Outcome | None:
+    return _observed(obs)
+
+
+@dataclass(frozen=True)
+class Meaning:
+    action: Action
+    disruptive: bool
+    """Takes work away from the node: budgets, rate limit and the evidence gate apply."""
+    in_place: bool
+    """Disruptive but keeps the node: protected from Karpenter's consolidation meanwhile."""
+    start: Callable[[Start], Effect]
+    reissue: Reissue
+    done: Callable[[NodeView, RemediationState, StepObservation | None], Outcome | None]
+    """The step's outcome as observed now (None: still going). Replace's success is the node
+    or its NodeClaim observed gone (a node missing from the snapshot closes the incident)."""
+    fixed_pace: timedelta | None = None
+    """A running step re-checked at this fixed interval; None: the interval grows with age."""
+
+    def pace(self, started_at: datetime, now: datetime) -> timedelta:
+        """How long until the next look at a running step of this action."""
+        if self.fixed_pace is not None:
+            return self.fixed_pace
+        return min(max(now - started_at, PACE_BASE), PACE_CAP)
+
+
+def _executor(start: Start, action: Action) -> Effect:
+    return RunExecutor(start.node, start.remediation, action, start.attempt)
+
+
+ACTIONS: Mapping[Action, Meaning] = {
+    Action.Cordon: Meaning(
+        Action.Cordon,
+        disruptive=False,
+        in_place=False,
+        start=lambda s: Cordon(s.node),
+        reissue=Reissue.Always,
+        done=_cordoned,
+    ),
+    Action.Drain: Meaning(
+        Action.Drain,
+        disruptive=True,
+        in_place=True,
+        start=lambda s: Evict(s.node, force=s.force),
+        reissue=Reissue.Always,
+        done=_reported,
+        fixed_pace=EVICTION_RETRY,
+    ),
+    Action.GPUReset: Meaning(
+        Action.GPUReset,
+        disruptive=True,
+        in_place=True,
+        start=lambda s: _executor(s, Action.GPUReset),
+        reissue=Reissue.UntilStarted,
+        done=_reported,
+    ),
+    Action.Reboot: Meaning(
+        Action.Reboot,
+        disruptive=True,
+        in_place=True,
+        start=lambda s: _executor(s, Action.Reboot),
+        reissue=Reissue.UntilStarted,
+        done=_rebooted,
+    ),
+    Action.Replace: Meaning(
+        Action.Replace,
+        disruptive=True,
+        in_place=False,
+        start=lambda s: Replace(s.node, s.policy.actions.replace),
+        reissue=Reissue.UntilStarted,
+        done=_reported,
+    ),
+}
+"""Every action of the ladder (LADDER_ORDER), one entry each."""
+
+
+def disruptive(action: Action) -> bool:
+    return ACTIONS[action].disruptive
+
+
+def in_place(action: Action) -> bool:
+    return ACTIONS[action].in_place

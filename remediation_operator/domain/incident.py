@@ -1,0 +1,333 @@
+"""An open incident moved as far as it can go now: one move per stage, checked by the table.
+
+`advance` first settles what ends or freezes an incident whatever its stage (node gone, policy
+deleted, fault removed from the policy, an administrator's uncordon, a mode change, a pause);
+`progress` then takes the moves its stage allows (`stage.TRANSITIONS`) until it rests.
+
+Flapping (docs/decisions.md): before the first step, a fault counts as cleared only once it
+has stayed absent for its own `tolerate` window, and that window counts from the first
+sighting; so a fault that comes and goes faster than it is tolerated is one incident that
+reaches its first step, not one Remediation per flap. After a step, a fault that clears and
+returns resumes the interrupted step with its attempt, timeout and record, so `steps[]` does
+not grow with the flaps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remediation_operator.domain import gates, ladder, matching, messages, stage
+from remediation_operator.domain.closing import close, ended, give_back, hold
+from remediation_operator.domain.context import Context
+from remediation_operator.domain.effects import Severity
+from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.policy import Action, Fault, OnExhausted, Step
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.domain.remediation import (
+    ObservedCondition,
+    Outcome,
+    Phase,
+    RemediationState,
+)
+from remediation_operator.domain.running import in_flight
+from remediation_operator.domain.starting import start
+
+MAX_MOVES = 64
+"""Transitions one node may take in one plan (a ladder is short; this only bounds a bug)."""
+
+
+def observed(found: matching.Match | None) -> ObservedCondition | None:
+    """What a Remediation records of the condition that matched (None: it is missing)."""
+    condition = None if found is None else found.condition
+    if condition is None:
+        return None
+    return ObservedCondition(
+        condition.type,
+        condition.status,
+        condition.reason,
+        condition.message,
+        condition.last_transition_time,
+        condition.last_heartbeat_time,
+    )
+
+
+def cordon_done(state: RemediationState) -> bool:
+    return any(r.action is Action.Cordon and r.outcome is Outcome.Succeeded for r in state.steps)
+
+
+def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> None:
+    """Plan one open incident."""
+    policy = ctx.policy
+    if node is None:
+        if state.step is Action.Replace and state.step_started_at is not None:
+            message = messages.node_replaced()
+            close(ctx, state, Phase.Succeeded, Reason.NodeReplaced, message, release=False)
+        else:
+            message = messages.node_deleted()
+            close(ctx, state, Phase.Cancelled, Reason.NodeDeleted, message, release=False)
+        return
+    if policy.deleted:
+        message = messages.policy_deleted(policy.name, state.dry_run)
+        close(ctx, state, Phase.Cancelled, Reason.PolicyDeleted, message, release=True)
+        return
+    fault = ctx.faults.get(state.fault)
+    if fault is None:
+        message = messages.fault_removed(state.fault, state.dry_run)
+        close(ctx, state, Phase.Cancelled, Reason.FaultRemoved, message, release=True)
+        return
+    # Our cordon writes spec.unschedulable and our taint together, so our taint on a node
+    # that is schedulable means someone uncordoned it after us, even if we had not yet
+    # recorded the cordon as done.
+    cordoned = cordon_done(state) or (state.step is Action.Cordon and node.quarantined)
+    if cordoned and not state.dry_run and not node.unschedulable and not _released(ctx, state):
+        # The condition as it is now: only its clearing and return after this may reopen.
+        seen = matching.match_fault(node, fault, ctx.now, policy.faults)
+        state = replace(state, condition=observed(seen) or state.condition)
+        message = messages.admin_uncordoned()
+        close(
+            ctx,
+            state,
+            Phase.Cancelled,
+            Reason.AdminUncordoned,
+            message,
+            release=True,
+            uncordon=False,
+        )
+        return
+    if state.dry_run and not ctx.dry_run:
+        message = messages.mode_changed()
+        close(ctx, state, Phase.Cancelled, Reason.ModeChanged, message, release=False)
+        ctx.wakes.append(ctx.now)  # detect again at once, under the new mode
+        return
+    if node.excluded or policy.is_paused:
+        hold(ctx, state, node)
+        return
+    # An Enforce incident under a policy switched to DryRun carries on (the `paused` gate
+    # starts nothing new): its fault may still clear and its node be given back.
+    found = ctx.matches.get(node.name)
+    if found is None or found.fault.name != fault.name:
+        found = matching.match_fault(node, fault, ctx.now, policy.faults)
+    ctx.finish(progress(ctx, state, node, fault, found))
+
+
+def _released(ctx: Context, state: RemediationState) -> bool:
+    """Our own release: probation was over, so the recovery's release (applied before the
+    `Recovered` record, which a crash may have kept from being written) uncordoned the node.
+    Recovering again repeats that idempotent release; it is no administrator's uncordon."""
+    since = state.healthy_since
+    return (
+        since is not None
+        and state.step is not None
+        and ctx.now >= since + ctx.policy.recovery.healthy_for
+    )
+
+
+def progress(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+) -> RemediationState:
+    """Take every transition due now; return the state the incident rests in."""
+    for _ in range(MAX_MOVES):
+        moved, done = _move(ctx, state, node, fault, found)
+        stage.check(state, moved)
+        if gates.evidence_ended(moved) != gates.evidence_ended(state):
+            # A disruptive step (attempt) just ended: remember the evidence as it is now, so
+            # the next one needs it reported again, also after a restart (the evidence gate).
+            moved = replace(
+                moved,
+                evidence_at_step_end=observed(found),
+                evidence_seen_at=None if found is None else found.observed_at,
+            )
+        if done:
+            return moved
+        state = moved
+    raise AssertionError(f"{state.name}: the ladder did not settle in {MAX_MOVES} moves")
+
+
+def _move(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+) -> tuple[RemediationState, bool]:
+    now = stage.of(state)
+    if now is stage.Stage.Tolerating:
+        return _tolerating(ctx, state, node, fault, found)
+    if now is stage.Stage.Probation:
+        return _probation(ctx, state, found)
+    if now in (stage.Stage.Running, stage.Stage.Retrying):
+        return in_flight(ctx, state, node, fault, found)
+    if now is stage.Stage.StepOver:
+        return _after_step(ctx, state, node, fault, found)
+    return state, True
+
+
+def skip_to(ctx: Context, state: RemediationState) -> Action | None:
+    history = ctx.policy.history
+    return history.then if state.repeat_offender and history is not None else None
+
+
+def _tolerating(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+) -> tuple[RemediationState, bool]:
+    now = ctx.now
+    if found is None:
+        since = state.healthy_since or now
+        clears = since + fault.tolerate
+        if now >= clears:
+            message = messages.cleared_while_tolerating(fault.name)
+            closed = ended(ctx, state, Phase.Cancelled, Reason.FaultGone, message)
+            ctx.announce(closed, Reason.FaultGone, message)
+            return closed, True
+        message = messages.flap_absent(fault.name, since, clears, now)
+        return replace(
+            state,
+            phase=Phase.Pending,
+            reason=Reason.Tolerating,
+            message=message,
+            healthy_since=since,
+            next_check_at=clears,
+        ), True
+    if state.healthy_since is not None:
+        state = replace(state, healthy_since=None)
+    tolerated = state.started_at + fault.tolerate
+    if now < tolerated:
+        message = messages.tolerating(fault.name, tolerated, now)
+        return replace(
+            state,
+            phase=Phase.Pending,
+            reason=Reason.Tolerating,
+            message=message,
+            next_check_at=tolerated,
+        ), True
+    first = ladder.first(fault.ladder, skip_to(ctx, state))
+    if first is None:
+        return exhausted(ctx, state, fault, found), True
+    return start(ctx, state, node, fault, found, first, escalating=False)
+
+
+def _probation(
+    ctx: Context, state: RemediationState, found: matching.Match | None
+) -> tuple[RemediationState, bool]:
+    now = ctx.now
+    assert state.healthy_since is not None
+    if found is not None:
+        message = messages.fault_returned(state.fault, state.step)
+        ctx.announce(state, Reason.FaultReturned, message, Severity.Warning)
+        return replace(
+            state, healthy_since=None, reason=Reason.FaultReturned, message=message
+        ), False
+    healthy_for = ctx.policy.recovery.healthy_for
+    ends = state.healthy_since + healthy_for
+    if now >= ends:
+        message = messages.recovered(state.fault, healthy_for, state.cordoned_by_us, state.dry_run)
+        recovered = ended(ctx, state, Phase.Succeeded, Reason.Recovered, message)
+        give_back(ctx, recovered, uncordon=True)
+        ctx.announce(recovered, Reason.Recovered, message)
+        return recovered, True
+    message = messages.probation(state.fault, state.healthy_since, ends, now, state.dry_run)
+    return replace(
+        state,
+        phase=Phase.Recovering,
+        reason=Reason.FaultCleared,
+        message=message,
+        next_check_at=ends,
+    ), True
+
+
+def _step_outcome(state: RemediationState) -> Outcome:
+    """How the finished current step ended; for a state written without `step_outcome`, from
+    its last record (an attempt that had failed transiently then counts as interrupted, so the
+    step runs again rather than being skipped)."""
+    if state.step_outcome is not None:
+        return state.step_outcome
+    last = state.steps[-1].outcome if state.steps else None
+    if last in (Outcome.Succeeded, Outcome.PermanentFailure):
+        return last
+    return Outcome.Cancelled
+
+
+def _after_step(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+) -> tuple[RemediationState, bool]:
+    """The current step is over: probation, resume it, wait to escalate, or the next step."""
+    now = ctx.now
+    if found is None:
+        message = messages.fault_cleared(state.fault)
+        ctx.announce(state, Reason.FaultCleared, message)
+        return replace(state, healthy_since=now, reason=Reason.FaultCleared, message=message), False
+    assert state.step is not None
+    assert state.step_finished_at is not None
+    index = ladder.index_of(fault.ladder, state.step)
+    outcome = _step_outcome(state)
+    if outcome is Outcome.Cancelled and index is not None:
+        # Interrupted (the fault had cleared): the same step carries on.
+        last = state.steps[-1] if state.steps else None
+        retry = last is not None and last.outcome is Outcome.TransientFailure
+        attempt = state.attempt + 1 if retry else max(state.attempt, 1)
+        return start(
+            ctx, state, node, fault, found, index, escalating=False, attempt=attempt, resume=True
+        )
+    step = fault.ladder[index] if index is not None else Step(state.step)
+    skip = skip_to(ctx, state)
+    nxt = ladder.next_after(fault.ladder, state.step, skip)
+    if outcome is Outcome.Succeeded:
+        if state.step is Action.Replace:
+            message = messages.dry_run_replaced()
+            return replace(
+                state,
+                phase=Phase.Waiting,
+                reason=Reason.DryRun,
+                message=message,
+                next_check_at=ctx.fallback(state, Reason.DryRun),
+            ), True
+        due = state.step_finished_at + step.escalate_after
+        if now < due:
+            then = fault.ladder[nxt].action if nxt is not None else None
+            message = messages.escalates_later(step.action, fault.name, due, then, now)
+            return replace(
+                state,
+                phase=Phase.Waiting,
+                reason=Reason.WaitingToEscalate,
+                message=message,
+                next_check_at=due,
+            ), True
+    if nxt is None:
+        return exhausted(ctx, state, fault, found), True
+    return start(ctx, state, node, fault, found, nxt, escalating=True)
+
+
+def exhausted(
+    ctx: Context, state: RemediationState, fault: Fault, found: matching.Match | None
+) -> RemediationState:
+    ran = tuple(dict.fromkeys(r.action for r in state.steps))
+    fail = fault.on_exhausted is OnExhausted.Fail
+    message = messages.exhausted(fault.name, ran, fail, state.dry_run)
+    if fail:
+        # The condition as it is now: only its clearing and return after this may reopen.
+        state = replace(state, condition=observed(found))
+        failed = ended(ctx, state, Phase.Failed, Reason.LadderExhausted, message)
+        ctx.announce(failed, Reason.LadderExhausted, message, Severity.Warning)
+        return failed
+    held = replace(
+        state,
+        phase=Phase.Waiting,
+        reason=Reason.LadderExhausted,
+        message=message,
+        next_check_at=ctx.fallback(state, Reason.LadderExhausted),
+    )
+    if state.reason is not Reason.LadderExhausted:
+        ctx.announce(held, Reason.LadderExhausted, message, Severity.Warning)
+    return held

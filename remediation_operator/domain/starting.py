@@ -1,0 +1,146 @@
+"""Starting a step: the gates first (every first start, retry, resume and escalation), then
+the step's record and its starting effect, taken from the action's entry in `actions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remediation_operator.domain import gates, ladder, matching, messages
+from remediation_operator.domain.actions import ACTIONS, Start
+from remediation_operator.domain.closing import blocked
+from remediation_operator.domain.context import Context
+from remediation_operator.domain.effects import ProtectFromConsolidation
+from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.policy import Action, Fault
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
+
+
+def start(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+    index: int,
+    *,
+    escalating: bool,
+    attempt: int = 1,
+    resume: bool = False,
+) -> tuple[RemediationState, bool]:
+    """Start step `index` (attempt `attempt`) unless a gate holds it back.
+
+    `resume`: the same step again after the fault cleared and returned mid-step; its attempt,
+    its timeout and its record carry on (a flapping fault neither restarts a step's clocks nor
+    grows `steps[]`)."""
+    action = fault.ladder[index].action
+    hold = gates.first_hold(ctx, gates.Request(state, node, action, found))
+    if hold is not None:
+        return blocked(ctx, state, action, hold.reason, hold.why, hold.until)
+    return begin(
+        ctx, state, node, fault, index, attempt=attempt, escalating=escalating, resume=resume
+    )
+
+
+def begin(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    index: int,
+    *,
+    attempt: int,
+    escalating: bool,
+    resume: bool = False,
+) -> tuple[RemediationState, bool]:
+    """Start attempt `attempt` of step `index`: record it and emit its effect."""
+    now = ctx.now
+    step = fault.ladder[index]
+    action = step.action
+    meaning = ACTIONS[action]
+    name = node.name
+    cordoned_by_us = state.cordoned_by_us
+    already = False
+    if action is Action.Cordon:
+        # The node's own mark counts: our cordon may have been written before a crash
+        # kept its Remediation from recording it (D14).
+        cordoned_by_us = (
+            state.cordoned_by_us
+            or (not node.unschedulable and not ctx.dry_run)
+            or ctx.marked_ours(node)
+        )
+        already = node.unschedulable and not cordoned_by_us
+    ctx.mutate(meaning.start(Start(name, state.name, attempt, ctx.policy)))
+    if meaning.in_place and not any(ACTIONS[r.action].in_place for r in state.steps):
+        ctx.mutate(ProtectFromConsolidation(name, on=True))
+    last = state.steps[-1] if state.steps else None
+    reopened = (
+        resume and last is not None and last.action is action and last.outcome is Outcome.Cancelled
+    )
+    if meaning.disruptive:
+        if name in ctx.counted:
+            ctx.tally(ctx.counted[name], -1)
+        ctx.counted[name] = action
+        ctx.tally(action, +1)
+        if attempt == 1 and not reopened and ctx.rate is not None:
+            ctx.rate.record(now)
+    first_started = now if attempt == 1 and not reopened else state.step_started_at
+    assert first_started is not None
+    boot = node.boot_id if action is Action.Reboot else state.boot_id_at_step_start
+    steps = len(fault.ladder)
+    if ctx.dry_run:
+        message = messages.dry_run_started(action, index, steps, attempt)
+        record = StepRecord(action, attempt, now, Reason.DryRun, message, now, Outcome.Succeeded)
+        started = replace(
+            state,
+            phase=Phase.Waiting,
+            reason=Reason.DryRun,
+            message=message,
+            step_index=index,
+            step=action,
+            attempt=attempt,
+            step_started_at=first_started,
+            step_finished_at=now,
+            step_outcome=Outcome.Succeeded,
+            steps=(*state.steps, record),
+            boot_id_at_step_start=boot,
+        )
+        ctx.announce(started, Reason.DryRun, message, action=action)
+        return started, False
+    limit = ladder.deadline(step, first_started)
+    check = now + meaning.pace(now, now)
+    check = check if limit is None else min(check, limit)
+    message = messages.started(
+        action, index, steps, attempt, escalating, messages.waits(check, limit, now)
+    )
+    if reopened:
+        assert last is not None
+        record = replace(
+            last, finished_at=None, outcome=None, reason=Reason.StepStarted, message=message
+        )
+        records = (*state.steps[:-1], record)
+    else:
+        records = (*state.steps, StepRecord(action, attempt, now, Reason.StepStarted, message))
+    started = replace(
+        state,
+        phase=Phase.Running,
+        reason=Reason.StepStarted,
+        message=message,
+        step_index=index,
+        step=action,
+        attempt=attempt,
+        step_started_at=first_started,
+        step_finished_at=None,
+        step_outcome=None,
+        steps=records,
+        boot_id_at_step_start=boot if not reopened else state.boot_id_at_step_start,
+        cordoned_by_us=cordoned_by_us,
+        next_check_at=check,
+    )
+    ctx.announce(started, Reason.StepStarted, message, action=action)
+    if already:
+        ctx.announce(started, Reason.AlreadyCordoned, messages.already_cordoned())
+    # A resumed step already has observations (a PDB's refusal, pods gone): look at them now,
+    # not at the next plan, so planning again before anything changes changes nothing.
+    return started, not reopened

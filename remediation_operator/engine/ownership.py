@@ -1,0 +1,103 @@
+"""Which policy owns a node that several policies select: at most one incident per node.
+
+Two policies whose selectors overlap must not both remediate one node (issue 12, defect 3: a
+GPUReset ran while the other policy's Reboot was under way, and one's release closed the
+other's incident). Every node has at most one owner, decided the same way by every policy:
+
+1. Sticky: the policy that has an open (non-terminal) Remediation on the node keeps it until
+   that incident ends, whatever weights say meanwhile, including a deleted policy still
+   closing its incidents. (If an older version left several open, the rule below picks among
+   them.)
+2. Otherwise the highest `spec.weight` among the policies (not deleted) selecting the node, as
+   Karpenter does for overlapping NodePools; ties go to the older policy (creationTimestamp),
+   then to the name in alphabetical order (deterministic).
+
+Each policy's snapshot lists, in `Snapshot.foreign`, the nodes it selects but does not own,
+with their owner: it opens no incident there and shows the overlap in its status. This is a
+pure function of the policies, the node index and the open Remediations, so the runtime, the
+in-memory cluster and the simulator decide ownership identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from datetime import UTC, datetime
+
+from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.policy import Policy
+from remediation_operator.engine.node_index import NodeIndex
+
+_YOUNGEST = datetime.max.replace(tzinfo=UTC)
+"""A policy whose creationTimestamp is unknown ranks as the youngest."""
+
+
+def rank(policy: Policy) -> tuple[int, datetime, str]:
+    """Sort key: the owner of a contested node is the policy with the smallest rank."""
+    return (-policy.weight, policy.created_at or _YOUNGEST, policy.name)
+
+
+def selection(policy: Policy, nodes: Mapping[str, NodeView]) -> Mapping[str, NodeView]:
+    """The nodes `policy` selects (the index's live selection when given a NodeIndex)."""
+    selector = policy.node_selector
+    if isinstance(nodes, NodeIndex):
+        return nodes.selected(selector)
+    if not selector.match_labels and not selector.match_expressions:
+        return nodes
+    return {name: view for name, view in nodes.items() if selector.matches(view.labels)}
+
+
+def contested(
+    policy: Policy,
+    policies: Iterable[Policy],
+    nodes: Mapping[str, NodeView],
+    open_by_node: Mapping[str, Collection[str]],
+) -> dict[str, list[Policy]]:
+    """Nodes `policy` selects that another policy also claims (selects and is not deleted, or
+    has an open Remediation there), with those other policies."""
+    mine = selection(policy, nodes)
+    out: dict[str, list[Policy]] = {}
+    others = [p for p in policies if p.name != policy.name]
+    if not others:
+        return out
+    for other in others:
+        if other.deleted:
+            continue
+        theirs = selection(other, nodes)
+        small, large = (mine, theirs) if len(mine) <= len(theirs) else (theirs, mine)
+        for name in small:
+            if name in large:
+                out.setdefault(name, []).append(other)
+    by_name = {p.name: p for p in others}
+    for name, owners in open_by_node.items():
+        if name not in mine:
+            continue
+        for owner in owners:
+            holder = by_name.get(owner)
+            if holder is not None and all(p.name != owner for p in out.get(name, ())):
+                out.setdefault(name, []).append(holder)
+    return out
+
+
+def foreign(
+    policy: Policy,
+    policies: Iterable[Policy],
+    nodes: Mapping[str, NodeView],
+    open_by_node: Mapping[str, Collection[str]],
+) -> dict[str, str]:
+    """For `policy`: the nodes it selects that another policy owns, by node: the owner's name.
+
+    `policies`: every policy known (deleted ones still closing incidents included);
+    `open_by_node`: by node, the policies with an open Remediation there.
+    """
+    out: dict[str, str] = {}
+    for name, others in contested(policy, policies, nodes, open_by_node).items():
+        holders = open_by_node.get(name, ())
+        candidates = [policy, *others]
+        sticky = [p for p in candidates if p.name in holders]
+        if sticky:
+            owner = min(sticky, key=rank)
+        else:
+            owner = min((p for p in candidates if not p.deleted), key=rank, default=policy)
+        if owner.name != policy.name:
+            out[name] = owner.name
+    return out
