@@ -254,8 +254,9 @@ class Fault(SpecModel):
     quarantined and wait for recovery) or Fail (close as Failed, leave the node cordoned for a
     human). After Fail no new incident opens on the node until the condition clears and comes
     back (transitions again), or the Failed Remediation is deleted; a return within
-    `recovery.healthyFor` of the failure is the same fault. Required unless the ladder ends
-    in Replace."""
+    `recovery.healthyFor` of the failure is the same fault. A new machine that joins under
+    the node's name (another Node creationTimestamp) starts afresh. Required unless the ladder
+    ends in Replace."""
 
 
 # --- fleet-wide settings --------------------------------------------------------------------

@@ -131,6 +131,9 @@ class RemediationStatus(StatusModel):
     evidence_seen_at: Timestamp | None = None
     """When the operator (on its own clock) had last seen that condition change, as of the
     step's end."""
+    node_created_at: Timestamp | None = None
+    """The creationTimestamp of the Node the incident ran on: a Node of the same name created
+    at another time is a new machine, which a Failed incident's hold does not cover."""
     conditions: list[RemediationCondition] = Field(
         default=[],
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

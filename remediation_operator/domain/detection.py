@@ -77,6 +77,7 @@ def detect(ctx: Context, node: NodeView, found: matching.Match) -> None:
         condition=observed(found),
         dry_run=ctx.dry_run,
         repeat_offender=history is not None,
+        node_created_at=node.created_at,
     )
     ctx.announce(state, Reason.FaultDetected, message)
     if node.quarantined and node.quarantined_by == policy.name and not node.unschedulable:
@@ -116,10 +117,15 @@ def _left_alone(ctx: Context, node: str, found: matching.Match) -> RemediationSt
     condition has not cleared and come back since: an administrator's uncordon (opening again
     would fight the admin) or a Failed ladder (`onExhausted: Fail`: the node waits for a
     human; a return within `recovery.healthyFor` of the failure counts as the same fault).
-    Deleting that Remediation is the administrator's way to start again."""
+    Deleting that Remediation is the administrator's way to start again. The hold belongs to
+    the machine: a Node of the same name created since (a new machine) is not held."""
+    view = ctx.snapshot.nodes.get(node)
+    created = view.created_at if view is not None else None
     for state in ctx.past.get(node, ()):
         if state.fault != found.fault.name:
             continue
+        if None not in (state.node_created_at, created) and state.node_created_at != created:
+            continue  # another machine under the same name: a fresh start
         failed = state.phase is Phase.Failed and state.reason is Reason.LadderExhausted
         if (state.reason is Reason.AdminUncordoned or failed) and _same_condition(
             state.condition, found.condition

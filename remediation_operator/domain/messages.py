@@ -203,6 +203,13 @@ def forced(pdbs: Sequence[str], pods: Sequence[str], left: str, wait: str) -> st
     return f"Drain timed out (onTimeout: Force); deleting {what}; {wait}."
 
 
+def force_pending(wait: str) -> str:
+    return (
+        "Drain timed out (onTimeout: Force); looking at the pods still on the node before"
+        f" deleting them; {wait}."
+    )
+
+
 def draining(attempt: int, wait: str) -> str:
     return f"Draining the node (attempt {attempt}); {wait}."
 

@@ -116,6 +116,11 @@ class RemediationState:
     """Our clock's `observed_at` of that condition when the step ended (None: not tracked).
     If it has moved since while the remote values did not, our clock saw a change the node
     did not make: a restart's first sighting."""
+    node_created_at: datetime | None = None
+    """The creationTimestamp of the Node the incident ran on (None: not recorded, an older
+    Remediation). A Node of the same name created at another time is another machine (a
+    replacement that joined under the name): a Failed incident's hold does not cover it. A
+    reboot keeps the Node object, so it keeps this time (a new bootID is the same machine)."""
 
     @property
     def terminal(self) -> bool:

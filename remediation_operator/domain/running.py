@@ -132,6 +132,12 @@ def _timed_out(
     now = ctx.now
     move = ladder.timed_out(step, forced)
     if move.move is ladder.Move.Force:
+        if obs is None and _resumed_unobserved(ctx, state):
+            # A drain resumed in this very plan (the fault flapped back) was not observed (it
+            # had ended when the engine looked): look at its pods first, so the deletion names
+            # the pods and PodDisruptionBudgets it takes past, not "the remaining pods".
+            message = messages.force_pending(messages.waits(now, None, now))
+            return replace(state, phase=Phase.Running, message=message, next_check_at=now), True
         return force(ctx, state, step, record, obs), True
     took = step.timeout or timedelta(0)
     if step.action is Action.Drain and not forced:
@@ -161,6 +167,13 @@ def _timed_out(
     message = messages.timed_out(step.action, took)
     ctx.announce(state, Reason.StepTimedOut, message, Severity.Warning, step.action)
     return end_step(ctx, state, move.outcome, move.reason, message), False
+
+
+def _resumed_unobserved(ctx: Context, state: RemediationState) -> bool:
+    """Whether the step was reopened by this plan: when the engine gathered observations it
+    had ended (the engine observes only steps in progress), so there is none to act on yet."""
+    stored = ctx.snapshot.active.get(state.node)
+    return stored is not None and stored.name == state.name and stored.step_finished_at is not None
 
 
 def between_attempts(

@@ -209,6 +209,7 @@ states = st.builds(
     repeat_offender=st.booleans(),
     evidence_at_step_end=st.none() | conditions,
     evidence_seen_at=st.none() | times,
+    node_created_at=st.none() | times,
 )
 
 

@@ -114,6 +114,53 @@ async def test_a_fault_flapping_after_a_failure_is_one_failed_incident(harness: 
     assert len(states(harness, "gpu-2")) == 2, "a return after healthyFor is a new fault"
 
 
+async def test_a_new_machine_under_a_failed_nodes_name_gets_its_own_incident(
+    harness: Harness,
+) -> None:
+    """Found by the safety model: a Failed incident's hold was keyed by the node's name, so a
+    new machine that joined under the name and reported a fault got no incident."""
+    cluster, clock = harness.cluster, harness.clock
+    fail = policy(Step(Action.Cordon), on_exhausted=OnExhausted.Fail, startup_grace=MIN)
+    drive = Driver(harness, fail)
+    fault(harness, "gpu-1")
+    await drive.run_until(lambda: drive.remediation("gpu-1").terminal)
+    failed = drive.remediation("gpu-1")
+    assert failed.phase is Phase.Failed
+    assert failed.node_created_at == cluster.views()["gpu-1"].created_at
+    clock.advance(MIN)
+    await drive.settle()
+    assert len(states(harness, "gpu-1")) == 1, "the same machine stays failed"
+
+    cluster.delete_node("gpu-1")
+    clock.advance(MIN)
+    cluster.add_node("gpu-1")
+    clock.advance(timedelta(seconds=5))
+    fault(harness, "gpu-1")
+    # After startupGrace, still within recovery.healthyFor (10m) of the failure.
+    await drive.run_until(lambda: len(states(harness, "gpu-1")) == 2, within=2 * MIN)
+
+    again = drive.remediation("gpu-1")
+    assert again.name != failed.name, "a new machine is not the one a human was asked to see"
+    assert again.node_created_at == cluster.views()["gpu-1"].created_at
+
+
+async def test_a_reboot_keeps_a_failed_incidents_hold(harness: Harness) -> None:
+    """A reboot changes the node's bootID, not the machine: the Failed hold stays."""
+    cluster, clock = harness.cluster, harness.clock
+    ladder = (Step(Action.Cordon), Step(Action.Reboot, timeout=10 * MIN))
+    drive = Driver(harness, policy(*ladder, on_exhausted=OnExhausted.Fail))
+    fault(harness, "gpu-1")
+    await drive.run_until(lambda: drive.remediation("gpu-1").step is Action.Reboot)
+    boot = cluster.views()["gpu-1"].boot_id
+    cluster.finish_execution("gpu-1", Action.Reboot)
+    await drive.run_until(lambda: drive.remediation("gpu-1").terminal)
+    assert drive.remediation("gpu-1").phase is Phase.Failed
+    assert cluster.views()["gpu-1"].boot_id != boot, "the node rebooted"
+    clock.advance(MIN)
+    await drive.settle(["gpu-1"])
+    assert len(states(harness, "gpu-1")) == 1
+
+
 async def test_deleting_the_failed_remediation_is_how_an_administrator_starts_again(
     harness: Harness,
 ) -> None:
@@ -276,6 +323,34 @@ async def test_force_still_deletes_the_protected_pods(harness: Harness) -> None:
     assert forced
     assert "default/trainer-0" in forced[0].message, "the status and Event name the pod"
     assert "default/pdb" in forced[0].message, "and its PodDisruptionBudget"
+
+
+async def test_a_forced_drain_resumed_after_a_flap_names_the_pods_and_budget_it_takes(
+    harness: Harness,
+) -> None:
+    """Defects 6, 15 and 17, found by the safety model: the fault cleared during the drain and
+    came back after its timeout; the drain resumed and was forced in the same plan, before
+    anyone looked at its pods, and said only "deleting the remaining pods"."""
+    cluster, clock = harness.cluster, harness.clock
+    cluster.add_pod("gpu-0", "trainer-0", protected_until=clock.now + 5 * 60 * MIN)
+    drive = Driver(harness, drain_policy(on_timeout=OnTimeout.Force))
+    fault(harness, "gpu-0")
+    await drive.run_until(lambda: drive.remediation("gpu-0").step is Action.Drain)
+    clock.advance(9 * MIN)
+    heal(harness, "gpu-0")
+    await drive.settle(["gpu-0"])
+    assert drive.remediation("gpu-0").step_outcome is Outcome.Cancelled, "in probation"
+    clock.advance(2 * MIN)  # past the drain's timeout, within recovery.healthyFor
+    fault(harness, "gpu-0")
+
+    await drive.run_until(lambda: not cluster.pods("gpu-0"))
+
+    state = drive.remediation("gpu-0")
+    events = cluster.events_for("Remediation", state.name)
+    forced = [e.message for e in events if e.reason is Reason.DrainForced]
+    assert forced
+    assert all("default/trainer-0" in m for m in forced), "the Event (and status) name the pod"
+    assert all("default/pdb" in m for m in forced), "and its PodDisruptionBudget"
 
 
 async def test_an_edited_ladder_is_followed_by_action_and_never_repeats_a_step(

@@ -36,6 +36,7 @@ from tests.safety.world import (
     AHR,
     EXCLUDE_KEY,
     FAULT_REASON,
+    HEALTHY_FOR,
     HEALTHY_REASON,
     HISTORY,
     NODES,
@@ -104,6 +105,10 @@ class NodeModel:
     """When an agent last wrote the condition showing the fault (our clock)."""
     appeared: int = 0
     """How often the written condition turned to showing the fault (the fault (re)appeared)."""
+    absent_since: datetime | None = None
+    returned: int = 0
+    """How often the fault came back after an absence of at least the policies'
+    `recovery.healthyFor` (a flap is not a fault that cleared)."""
     admin: int = 0
     """How often an administrator acted on this node."""
     admin_cordoned: bool = False
@@ -122,6 +127,7 @@ class Hold:
     fault: str
     incarnation: int
     appeared: int
+    returned: int
     admin: int
 
 
@@ -133,8 +139,10 @@ class Tracking:
     """Remediation -> the node incarnation its Replace started on."""
     holds: dict[tuple[str, str], Hold] = field(default_factory=dict)
     """(policy, node) -> the Failed (or administrator-cancelled) incident holding it."""
-    uncordons_at_open: dict[str, int] = field(default_factory=dict)
-    """Remediation -> its node's administrator uncordons when it opened."""
+    uncordons_at_cordon: dict[str, int] = field(default_factory=dict)
+    """Node -> its administrator uncordons when our quarantine taint last appeared on it."""
+    tainted: set[str] = field(default_factory=set)
+    """Nodes carrying our quarantine taint after the last reconcile."""
 
 
 def _key(record: StepRecord) -> tuple[object, ...]:
@@ -159,6 +167,8 @@ class SafetyModel(RuleBasedStateMachine):
         self.track = Tracking()
         self.restarted_at: datetime = self.cluster.now
         self.executions_seen: set[tuple[str, Action, int]] = set()
+        self.crashed = False
+        """The reconcile being checked was cut short by the process's death."""
         self.woken: set[str] = set()
         """Nodes whose set of open incidents changed in this round (the runtime wakes every
         policy for them: their owner may have changed)."""
@@ -474,8 +484,13 @@ class SafetyModel(RuleBasedStateMachine):
             model.positive_write = now
             if not model.written:
                 model.appeared += 1
+                absent = model.absent_since
+                if absent is not None and now - absent >= HEALTHY_FOR:
+                    model.returned += 1
         else:
             self.cluster.set_condition(name, AHR, "True", HEALTHY_REASON, "", heartbeat=beat)
+            if model.written is not False:
+                model.absent_since = now
         model.written, model.last_write = model.faulty, now
 
     def advance_to(self, target: datetime) -> None:
@@ -566,12 +581,14 @@ class SafetyModel(RuleBasedStateMachine):
         protected_before = {n: set(cluster.protected_pods(n)) for n in NODES if cluster.has_node(n)}
         others = [p for n, p in policies.items() if n != name]
         opened = {s.node for s in before.values() if not s.terminal}
+        self.crashed = False
         try:
             self.operator.reconcile(policy, others, focus)
         except KilledError:
             # A new process takes over at once; its first reconciles are full.
             self.operator.restart([*self.configs, *self.deleting])
             self.restarted_at = cluster.now
+            self.crashed = True  # the policy's status may still show the previous plan's
         now_open = {r.state.node for r in cluster.remediations(name) if not r.state.terminal}
         # As the runtime: an incident opening or ending wakes every policy for that node.
         self.woken |= opened ^ now_open
@@ -620,17 +637,27 @@ class SafetyModel(RuleBasedStateMachine):
                     node.failed_here = True
                 if state.phase is Phase.Failed or state.reason is Reason.AdminUncordoned:
                     self.track.holds[(config.name, state.node)] = Hold(
-                        name, state.fault, node.incarnation, node.appeared, node.admin
+                        name,
+                        state.fault,
+                        node.incarnation,
+                        node.appeared,
+                        node.returned,
+                        node.admin,
                     )
-                if (
-                    state.reason is Reason.AdminUncordoned
-                    and node.uncordons == self.track.uncordons_at_open.get(name, node.uncordons)
-                ):
+                since = self.track.uncordons_at_cordon.get(state.node, node.uncordons)
+                if state.reason is Reason.AdminUncordoned and node.uncordons == since:
                     self.violated(
                         "reported",
                         f"Remediation {name} ended {state.phase}/{state.reason} ({state.message!r})"
-                        f" though no administrator uncordoned node {state.node} during it",
+                        f" though no administrator uncordoned node {state.node} since our cordon",
                     )
+        for node_name in NODES:
+            if self.cluster.has_node(node_name) and self._tainted(node_name):
+                if node_name not in self.track.tainted:
+                    self.track.uncordons_at_cordon[node_name] = self.nodes[node_name].uncordons
+                self.track.tainted.add(node_name)
+            else:
+                self.track.tainted.discard(node_name)
         # Pods a PDB protected that this reconcile took away (forced drain).
         for node_name, pods in protected_before.items():
             if not cluster.has_node(node_name):
@@ -680,7 +707,6 @@ class SafetyModel(RuleBasedStateMachine):
                 f"{where} opened on node {state.node}, which never reported"
                 f" {AHR}: a source that never reported is not a stale source",
             )
-        self.track.uncordons_at_open[state.name] = node.uncordons
         hold = self.track.holds.get((config.name, state.node))
         if (
             hold is not None
@@ -834,10 +860,15 @@ class SafetyModel(RuleBasedStateMachine):
                 )
 
     def _breaker_open(self, policy: Policy) -> bool:
-        if policy.circuit_breaker is None:
+        """The breaker as this plan recorded it (unknown when the process died before)."""
+        if policy.circuit_breaker is None or self.crashed:
             return False
         breaker = self.cluster.policy_state(policy.name).breakers.get("z1")
         return breaker is not None and breaker.open
+
+    def _tainted(self, name: str) -> bool:
+        taints = self.cluster.node(name)["spec"].get("taints", [])
+        return any(t.get("key") == QUARANTINE for t in taints)
 
     def _excluded(self, name: str) -> bool:
         if not self.cluster.has_node(name):
@@ -921,12 +952,13 @@ class SafetyModel(RuleBasedStateMachine):
             return
         for config in selecting:
             hold = self.track.holds.get((config.name, name))
-            # Only the fault clearing (and returning) or deleting the Remediation lifts the
-            # hold here: an administrator's uncordon must not be answered by a new cordon.
+            # Only the fault clearing for a while (a flap is not a fault that cleared) and
+            # returning, or deleting the Remediation, lifts the hold here: an administrator's
+            # uncordon must not be answered by a new cordon.
             if (
                 hold is not None
                 and hold.incarnation == model.incarnation
-                and hold.appeared == model.appeared
+                and hold.returned == model.returned
             ):
                 return  # (the live agent shows the XID fault: any hold is for that fault)
             if config.breaker_min_nodes is not None:

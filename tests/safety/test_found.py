@@ -260,3 +260,18 @@ def test_a_forced_drain_after_flapping_names_the_pods_it_took_past_their_pdb() -
     with world(force=True, karpenter=False, pdbs=[True, False, False]) as model:
         for name, period, times in flaps:
             model.flap(name=name, period=period, times=times)
+
+
+def test_a_new_machine_under_a_failed_nodes_name_is_picked_up() -> None:
+    """[picked-up], found on the tree of 1 Dec 12:30 by the random long run: an incident ended
+    Failed; the node was deleted and a new machine joined under the same name; its fault,
+    reported 5 s after it joined, opened no incident: the old machine's Failed hold (keyed by
+    node name) took the new machine's short healthy spell for a flap. A new machine (new
+    creationTimestamp, bootID, providerID) is not the one a human was asked to look at."""
+    with world(ladder="cordon", fail=True) as model:
+        model.fault(name="n0", cure=None)
+        model.wait(120)
+        model.delete_node(name="n0")
+        model.rejoin(name="n0")
+        model.wait(5)
+        model.fault(name="n0", cure=None)

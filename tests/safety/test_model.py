@@ -43,7 +43,7 @@ settings.register_profile(
     "safety-ci",
     COMMON,
     derandomize=True,
-    max_examples=200,
+    max_examples=400,
     stateful_step_count=50,
     phases=CI_PHASES,
 )

@@ -127,6 +127,8 @@ class PolicyConfig:
         return all(labels.get(k) == v for k, v in self.selector.items())
 
 
+HEALTHY_FOR = timedelta(minutes=2)
+"""Every policy's `recovery.healthyFor`."""
 RATE = Rate(max=2, per=timedelta(minutes=30))
 HISTORY = History(window=timedelta(hours=2), max_episodes=2, then=Action.Replace)
 BREAKER_LIMIT = "25%"
@@ -183,7 +185,7 @@ def build(config: PolicyConfig, *, deleted: bool = False) -> Policy:
         generation=config.generation,
         node_selector=LabelSelector(match_labels=config.selector),
         mode=config.mode,
-        recovery=Recovery(healthy_for=timedelta(minutes=2)),
+        recovery=Recovery(healthy_for=HEALTHY_FOR),
         history=HISTORY if config.history else None,
         budgets=(Budget(str(config.budget)),) if config.budget is not None else (),
         rate=RATE if config.rate else None,
