@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
 
 from remediation_operator.api.field_types import (
     MAX_NODE_COUNT,
@@ -30,6 +30,7 @@ from remediation_operator.domain.policy import (
     OnExhausted,
     OnPDBBlocked,
     OnTimeout,
+    PodHandling,
     ReplaceProvider,
     WhenMissing,
 )
@@ -51,6 +52,7 @@ MAX_PAUSE_REQUESTS = 32
 MAX_RETRIES = 100
 MAX_EPISODES = 1000
 MAX_RATE = 10_000
+MAX_POD_RULES = 32
 MAX_WEIGHT = 100
 MAX_OVERLAPPED_BY = 10
 """How many owning policies `status.overlappedBy` lists (the count is `overlappedNodes`)."""
@@ -65,6 +67,64 @@ NAME_LENGTH = 253
 _RANK = "{" + ", ".join(f"'{a}': {i}" for i, a in enumerate(domain.LADDER_ORDER)) + "}"
 """The ladder order as a CEL map literal (a list literal's `indexOf` makes the API server
 estimate the rule's cost as unbounded and refuse the CRD)."""
+
+
+def _on_ladder(action: Action) -> Action:
+    if action not in domain.LADDER_ORDER:
+        raise ValueError(
+            f"{action} is not a ladder step (one of {', '.join(domain.LADDER_ORDER)});"
+            " validation after a repair is configured in spec.validation"
+        )
+    return action
+
+
+LadderAction = Annotated[
+    Action,
+    AfterValidator(_on_ladder),
+    WithJsonSchema(
+        {
+            "description": "The ladder's rungs, cheapest first.",
+            "type": "string",
+            "enum": [a.value for a in domain.LADDER_ORDER],
+        }
+    ),
+]
+"""A rung of the ladder: every Action but Validate, which follows a repair (spec.validation)."""
+
+
+def _one_of(allowed: tuple[Action, ...], why: str) -> Any:
+    """An Action field that accepts only `allowed` (its CRD enum says the same)."""
+
+    def check(action: Action) -> Action:
+        if action not in allowed:
+            raise ValueError(f"{action}: {why}")
+        return action
+
+    return (
+        AfterValidator(check),
+        WithJsonSchema({"type": "string", "enum": [a.value for a in allowed]}),
+    )
+
+
+RepairAction = Annotated[
+    Action,
+    *_one_of(
+        (Action.GPUReset, Action.Reboot),
+        "only the in-place repairs GPUReset and Reboot are validated (Replace brings a new"
+        " node; Cordon and Drain repair nothing)",
+    ),
+]
+"""The repairs a validation may follow."""
+
+DestructiveAction = Annotated[
+    Action,
+    *_one_of(
+        (Action.Reboot, Action.Replace),
+        "diagnostics are collected before Reboot or Replace only (the steps that lose the"
+        " node's state)",
+    ),
+]
+"""The steps diagnostics may precede."""
 
 LabelKey = Annotated[str, Field(min_length=1, max_length=LABEL_KEY_LENGTH)]
 LabelValue = Annotated[str, Field(max_length=LABEL_VALUE_LENGTH)]
@@ -185,7 +245,7 @@ class LadderStep(SpecModel):
         },
     )
 
-    action: Action
+    action: LadderAction
     """What to do. Steps go in the order Cordon, Drain, GPUReset, Reboot, Replace; rungs may be
     skipped but not repeated or reversed."""
     timeout: Duration | None = None
@@ -278,7 +338,7 @@ class History(SpecModel):
     """This many incidents within the window send the next one straight to `then`. Only
     incidents that reached Drain or a later step in Enforce mode count: cordon-only incidents,
     DryRun incidents and faults that cleared within `tolerate` do not."""
-    then: Action = Action.Replace
+    then: LadderAction = Action.Replace
     """The step a repeat offender's incident starts at (earlier steps still run if required
     to reach it safely, e.g. Cordon)."""
 
@@ -307,7 +367,7 @@ class Budget(SpecModel):
 
     nodes: CountOrPercent
     """A node count (`3`) or a percentage of the selected nodes (`10%`, rounded up)."""
-    actions: list[Action] = Field(
+    actions: list[LadderAction] = Field(
         default=[a for a in domain.LADDER_ORDER if a in domain.DISRUPTIVE],
         min_length=1,
         max_length=len(domain.LADDER_ORDER),
@@ -381,6 +441,98 @@ class Actions(SpecModel):
     """Provider of Replace."""
 
 
+class PodRule(SpecModel):
+    """How the Drain step treats the pods this rule selects (all given fields must match)."""
+
+    handling: PodHandling
+    """Evict: at once, through the Eviction API (PodDisruptionBudgets honoured; kubectl
+    drain's behaviour). AllowCompletion: a Job's pod or a bare pod is left to finish until
+    `waitFor` has passed since the drain began, then evicted (other pods are evicted at once).
+    DeleteAfterTimeout: the pods are left to finish until `waitFor`, then deleted (no
+    PodDisruptionBudget check). Give the Drain step a `timeout` longer than `waitFor`: the
+    step's timeout still applies."""
+    namespaces: list[DnsLabel] = Field(default=[], max_length=MAX_LABEL_VALUES)
+    """The pods' namespaces. Empty: every namespace."""
+    pod_selector: LabelSelector = LabelSelector()
+    """The pods' labels. Empty: every pod."""
+    wait_for: Duration = durations.format(domain.DEFAULT_POD_WAIT)
+    """AllowCompletion and DeleteAfterTimeout: how long after the drain began the pods may
+    still finish by themselves."""
+
+
+class Drain(SpecModel):
+    """How the Drain step treats workloads. DaemonSet pods and mirror pods are left, as
+    `kubectl drain --ignore-daemonsets` does; pods with emptyDir volumes and pods no controller
+    owns are evicted, as `--delete-emptydir-data --force` do."""
+
+    pods: list[PodRule] = Field(default=[], max_length=MAX_POD_RULES)
+    """Per namespace or pod label: Evict, AllowCompletion or DeleteAfterTimeout. The first
+    rule that selects a pod decides; a pod no rule selects is evicted at once."""
+    gpu_pods_only_before_reset: bool = False
+    """A Drain whose next step is GPUReset moves only the pods that request `nvidia.com/gpu`
+    (CPU-only system pods keep running through the reset). If the ladder goes on to Reboot,
+    the pods left are not evicted first: they stop with the node."""
+
+
+class Diagnostics(SpecModel):
+    """Diagnostics captured before a destructive step: a Job pinned to the node collects what
+    support and RMA cases need (nvidia-bug-report, kernel log, DCGM output) before Reboot or
+    Replace starts. It has its own timeout and never holds the step past it; a failure is
+    recorded in the step's record and an Event, and the step goes on."""
+
+    destination: Annotated[str, Field(min_length=1, max_length=512)]
+    """Where the Job writes: `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the
+    executor namespace) at `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR`;
+    any other address (e.g. `s3://bucket/prefix`) is for the Job's own image to upload to.
+    Each run's location, `<destination>/<remediation>/diagnose-<n>`, is in the Job's
+    `REMEDIATION_DIAGNOSTICS_LOCATION` and in the Remediation's `status.steps[].location`."""
+    before: list[DestructiveAction] = Field(
+        default=[Action.Reboot, Action.Replace], min_length=1, max_length=2
+    )
+    """The steps diagnostics are collected before: Reboot, Replace or both."""
+    timeout: Duration = durations.format(domain.DEFAULT_DIAGNOSTICS_TIMEOUT)
+    """How long the step waits for the Job; then the step starts anyway."""
+    executor: Executor = Executor.Job
+    """Job (run the template on the node), NodeAgent (ask the node's agent for `Diagnose`) or
+    Noop."""
+    job_template: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """A batch/v1 Job template, e.g. your image with an upload command. Absent:
+    `diagnose.yaml` of `--job-templates` (the chart ships one writing nvidia-bug-report, the
+    kernel log and DCGM output to `REMEDIATION_DIAGNOSTICS_DIR`)."""
+
+
+class Validation(SpecModel):
+    """Validation before return to service: after an in-place repair succeeds, a Job pinned to
+    the node checks it before probation. Pass: probation (`recovery.healthyFor`), then release.
+    Fail or timeout: positive evidence of the fault; the ladder climbs at once (e.g. to
+    Replace), even if the node's condition shows no fault. DryRun incidents do not validate."""
+
+    after: list[RepairAction] = Field(
+        default=sorted(domain.IN_PLACE_REPAIRS, key=domain.LADDER_ORDER.index),
+        min_length=1,
+        max_length=len(domain.IN_PLACE_REPAIRS),
+    )
+    """The repairs whose success is checked: GPUReset, Reboot or both."""
+    level: int = Field(default=domain.DEFAULT_VALIDATION_LEVEL, ge=1, le=4)
+    """DCGM diagnostic level (`dcgmi diag -r <level>`): 1 quick (seconds), 2 medium (about 2
+    minutes), 3 long (about 15 minutes), 4 extended (longer), per NVIDIA's dcgmi diag
+    reference. Given to the Job's containers as the environment variable
+    `REMEDIATION_DIAG_LEVEL`; the shipped template runs it."""
+    timeout: Duration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
+    """How long the Job may run; a validation still running then counts as failed."""
+    executor: Executor = Executor.Job
+    """Job (run the template on the node), NodeAgent (ask the node's agent for `Validate`) or
+    Noop (always passes: for tests)."""
+    job_template: dict[str, Any] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """A batch/v1 Job template, e.g. an NCCL single-node all-reduce test; exit code 0 passes.
+    Absent: `validate.yaml` of `--job-templates` (the chart ships DCGM diagnostics plus
+    `nvidia-smi` checks). The pod gets `nodeName`, tolerations for our taint and the cordon."""
+
+
 class RemediationPolicySpec(SpecModel):
     """What counts as a fault, how long to tolerate it, which ladder to climb, and how much of
     the fleet may be disrupted at once."""
@@ -421,7 +573,7 @@ class RemediationPolicySpec(SpecModel):
     """Limit on new disruptive steps per time window. Absent: no limit."""
     circuit_breaker: CircuitBreaker | None = None
     """Fleet-wide fault ceiling. Absent: no breaker."""
-    require_approval: list[Action] = Field(
+    require_approval: list[LadderAction] = Field(
         default=[],
         max_length=len(domain.LADDER_ORDER),
         json_schema_extra={
@@ -440,6 +592,13 @@ class RemediationPolicySpec(SpecModel):
     comma-separated list)."""
     actions: Actions = Actions()
     """How GPUReset, Reboot and Replace are carried out."""
+    diagnostics: Diagnostics | None = None
+    """Diagnostics before Reboot or Replace. Absent: none are collected."""
+    drain: Drain = Drain()
+    """How the Drain step treats workloads (per-pod rules, GPU pods only before a reset)."""
+    validation: Validation | None = None
+    """Validation before return to service after GPUReset or Reboot. Absent: a repaired node
+    returns after passive probation (`recovery.healthyFor`) only."""
 
 
 # --- status ---------------------------------------------------------------------------------

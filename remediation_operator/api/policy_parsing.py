@@ -23,11 +23,14 @@ from remediation_operator.api.policy import (
     Budget,
     CircuitBreaker,
     ConditionMatch,
+    Diagnostics,
+    Drain,
     ExecutorAction,
     Fault,
     LabelSelector,
     LadderStep,
     RemediationPolicySpec,
+    Validation,
 )
 from remediation_operator.domain import durations, selectors
 from remediation_operator.domain import policy as domain
@@ -222,6 +225,44 @@ def _actions(model: Actions) -> domain.Actions:
     )
 
 
+def _diagnostics(model: Diagnostics | None) -> domain.Diagnostics | None:
+    if model is None:
+        return None
+    return domain.Diagnostics(
+        destination=model.destination,
+        before=frozenset(model.before),
+        timeout=durations.parse(model.timeout),
+        executor=domain.ActionExecutor(model.executor, model.job_template),
+    )
+
+
+def _drain(model: Drain) -> domain.DrainOptions:
+    return domain.DrainOptions(
+        pods=tuple(
+            domain.PodRule(
+                handling=rule.handling,
+                namespaces=frozenset(rule.namespaces),
+                selector=_selector(rule.pod_selector),
+                wait_for=durations.parse(rule.wait_for),
+            )
+            for rule in model.pods
+        ),
+        gpu_pods_only_before_reset=model.gpu_pods_only_before_reset,
+    )
+
+
+def _validation(model: Validation | None) -> domain.Validation | None:
+    if model is None:
+        return None
+    level = {domain.VALIDATION_ENV: str(model.level)}
+    return domain.Validation(
+        after=frozenset(model.after),
+        level=model.level,
+        timeout=durations.parse(model.timeout),
+        executor=domain.ActionExecutor(model.executor, model.job_template, level),
+    )
+
+
 def to_domain(
     model: RemediationPolicySpec,
     *,
@@ -253,6 +294,9 @@ def to_domain(
         circuit_breaker=_breaker(model.circuit_breaker),
         require_approval=frozenset(model.require_approval),
         actions=_actions(model.actions),
+        diagnostics=_diagnostics(model.diagnostics),
+        drain=_drain(model.drain),
+        validation=_validation(model.validation),
         startup_grace=durations.parse(model.startup_grace),
         weight=model.weight,
         created_at=created_at,

@@ -16,7 +16,9 @@ the schema, and each names the field to change:
 - budgets limit disruptive actions only (Cordon takes no work away; the breaker limits it);
 - Cordon cannot require approval: it is the safe step that keeps new work off a faulty node
   while a human decides, and waiting for approval to cordon would keep scheduling onto it;
-- label selector requirements follow Kubernetes' rules (In/NotIn need values, Exists does not).
+- label selector requirements follow Kubernetes' rules (In/NotIn need values, Exists does not);
+- `validation.after` and `diagnostics.before` name each action once (their schema enums
+  allow GPUReset/Reboot and Reboot/Replace).
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from remediation_operator.api.policy import (
     RemediationPolicySpec,
 )
 from remediation_operator.domain import durations
-from remediation_operator.domain.policy import DISRUPTIVE, LADDER_ORDER, Action, OnTimeout
+from remediation_operator.domain.policy import (
+    DISRUPTIVE,
+    LADDER_ORDER,
+    Action,
+    OnTimeout,
+)
 from remediation_operator.domain.selectors import Operator
 
 _ORDER_TEXT = ", ".join(LADDER_ORDER)
@@ -39,6 +46,8 @@ _ORDER_TEXT = ", ".join(LADDER_ORDER)
 def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]:
     errors: list[FieldError] = []
     errors += _selector(spec.node_selector, f"{prefix}.nodeSelector")
+    for i, rule in enumerate(spec.drain.pods):
+        errors += _selector(rule.pod_selector, f"{prefix}.drain.pods[{i}].podSelector")
     seen: dict[str, int] = {}
     for i, fault in enumerate(spec.faults):
         path = f"{prefix}.faults[{i}]"
@@ -62,7 +71,20 @@ def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]
                     " a faulty node while a human decides",
                 )
             )
+    if spec.validation is not None:
+        errors += _twice(spec.validation.after, f"{prefix}.validation.after")
+    if spec.diagnostics is not None:
+        errors += _twice(spec.diagnostics.before, f"{prefix}.diagnostics.before")
     return errors
+
+
+def _twice(actions: list[Action], path: str) -> list[FieldError]:
+    """The schema allows only GPUReset/Reboot (validation) or Reboot/Replace (diagnostics)."""
+    return [
+        FieldError(f"{path}[{i}]", f"{action} is listed twice")
+        for i, action in enumerate(actions)
+        if action in actions[:i]
+    ]
 
 
 def _match(match: ConditionMatch, path: str) -> list[FieldError]:

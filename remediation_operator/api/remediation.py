@@ -60,6 +60,9 @@ class StepRecord(StatusModel):
     """Why it is where it is (one CamelCase word)."""
     message: str
     """One sentence for humans."""
+    location: str | None = Field(default=None, max_length=1024)
+    """Diagnose only: where the diagnostics were written (`<destination>/<remediation>/
+    diagnose-<n>`, the policy's `diagnostics.destination`)."""
 
 
 class RemediationCondition(StatusModel):

@@ -106,6 +106,7 @@ def to_status(state: domain.RemediationState, generation: int | None = None) -> 
                 outcome=record.outcome,
                 reason=record.reason,
                 message=record.message,
+                location=record.location or None,
             )
             for record in state.steps
         ],
@@ -183,6 +184,7 @@ def from_status(
                 message=record.message,
                 finished_at=parse_optional(record.finished_at),
                 outcome=record.outcome,
+                location=record.location or "",
             )
             for record in model.steps
         ),

@@ -79,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--job-templates",
         default=None,
         metavar="DIR",
-        help="directory with gpu-reset.yaml and reboot.yaml (batch/v1 Job manifests) used"
+        help="directory with gpu-reset.yaml, reboot.yaml, validate.yaml and diagnose.yaml"
+        " (batch/v1 Job manifests) used"
         " when a policy gives no jobTemplate",
     )
     parser.add_argument(

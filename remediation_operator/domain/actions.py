@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from remediation_operator.domain.effects import Cordon, Effect, Evict, Replace, RunExecutor
+from remediation_operator.domain.effects import (
+    EVERY_POD,
+    Cordon,
+    DrainPlan,
+    Effect,
+    Evict,
+    Replace,
+    RunExecutor,
+)
 from remediation_operator.domain.fleet import NodeView, Progress, StepObservation
 from remediation_operator.domain.policy import Action, Policy
 from remediation_operator.domain.remediation import Outcome, RemediationState
@@ -46,6 +54,8 @@ class Start:
     attempt: int
     policy: Policy
     force: bool = False
+    drain: DrainPlan = EVERY_POD
+    """Drain only: which pods, and how (`domain/drain.py`)."""
 
 
 def _observed(obs: StepObservation | None) -> Outcome | None:
@@ -94,6 +104,10 @@ class Meaning:
     or its NodeClaim observed gone (a node missing from the snapshot closes the incident)."""
     fixed_pace: timedelta | None = None
     """A running step re-checked at this fixed interval; None: the interval grows with age."""
+    checks_repair: bool = False
+    """Not a rung of the ladder but work around a step already admitted (Validate after a
+    repair, Diagnose before one): it adds no disruption, so the circuit breaker does not hold
+    it (the node stays cordoned)."""
 
     def pace(self, started_at: datetime, now: datetime) -> timedelta:
         """How long until the next look at a running step of this action."""
@@ -119,7 +133,7 @@ ACTIONS: Mapping[Action, Meaning] = {
         Action.Drain,
         disruptive=True,
         in_place=True,
-        start=lambda s: Evict(s.node, force=s.force),
+        start=lambda s: Evict(s.node, force=s.force, plan=s.drain),
         reissue=Reissue.Always,
         done=_reported,
         fixed_pace=EVICTION_RETRY,
@@ -148,8 +162,28 @@ ACTIONS: Mapping[Action, Meaning] = {
         reissue=Reissue.UntilStarted,
         done=_reported,
     ),
+    Action.Validate: Meaning(
+        Action.Validate,
+        disruptive=False,
+        in_place=True,
+        start=lambda s: _executor(s, Action.Validate),
+        reissue=Reissue.UntilStarted,
+        done=_reported,
+        checks_repair=True,
+    ),
+    Action.Diagnose: Meaning(
+        Action.Diagnose,
+        disruptive=False,
+        in_place=False,
+        start=lambda s: _executor(s, Action.Diagnose),
+        reissue=Reissue.UntilStarted,
+        done=_reported,
+        checks_repair=True,
+    ),
 }
-"""Every action of the ladder (LADDER_ORDER), one entry each."""
+"""Every action of the ladder (LADDER_ORDER), one entry each, the validation that may follow
+an in-place repair (`domain/validation.py`) and the diagnostics that may precede a destructive
+step (`domain/diagnosing.py`)."""
 
 
 def disruptive(action: Action) -> bool:

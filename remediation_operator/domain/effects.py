@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from remediation_operator.domain.policy import Action, ReplaceProvider
+from remediation_operator.domain.policy import Action, PodRule, ReplaceProvider
 from remediation_operator.domain.reasons import Reason
 
 
@@ -39,16 +39,33 @@ class ProtectFromConsolidation:
 
 
 @dataclass(frozen=True)
+class DrainPlan:
+    """Which pods a drain moves, and how: the policy's pod rules (first match wins, no match:
+    Evict), which rules' waits are over (by index, judged when the plan was made), and whether
+    only pods requesting `nvidia.com/gpu` are drained (the drain before a GPU reset)."""
+
+    rules: tuple[PodRule, ...] = ()
+    expired: frozenset[int] = frozenset()
+    gpu_only: bool = False
+
+
+EVERY_POD = DrainPlan()
+"""Evict every evictable pod at once: kubectl drain's behaviour, and the default."""
+
+
+@dataclass(frozen=True)
 class Evict:
-    """Evict every evictable pod on the node (Eviction API); `force` deletes them instead."""
+    """Evict every evictable pod on the node (Eviction API); `force` deletes them instead.
+    `plan` says which pods and how (workload-aware drain)."""
 
     node: str
     force: bool = False
+    plan: DrainPlan = EVERY_POD
 
 
 @dataclass(frozen=True)
 class RunExecutor:
-    """Start the GPUReset or Reboot executor; named from the Remediation and attempt."""
+    """Start the GPUReset, Reboot or Validate executor; named from the Remediation and attempt."""
 
     node: str
     remediation: str

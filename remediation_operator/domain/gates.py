@@ -27,7 +27,7 @@ from remediation_operator.domain.context import Context
 from remediation_operator.domain.fleet import BreakerState, Condition, NodeView
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import ObservedCondition, RemediationState
+from remediation_operator.domain.remediation import ObservedCondition, Outcome, RemediationState
 
 APPROVE_ANNOTATION = remediation.APPROVE_ANNOTATION
 
@@ -82,8 +82,19 @@ def evidence_ended(state: RemediationState) -> datetime | None:
     return None
 
 
+def failed_validation(state: RemediationState) -> bool:
+    """The incident's last record is a validation that failed (or timed out): positive
+    evidence of the fault, observed by us after the repair ended (D37)."""
+    last = state.steps[-1] if state.steps else None
+    return (
+        last is not None
+        and last.action is Action.Validate
+        and last.outcome is Outcome.PermanentFailure
+    )
+
+
 def evidence(ctx: Context, req: Request) -> Hold | None:
-    if not ACTIONS[req.action].disruptive:
+    if not ACTIONS[req.action].disruptive or failed_validation(req.state):
         return None
     found = req.found
     if found is None or found.weak:
@@ -135,7 +146,7 @@ def unchanged_since(then: ObservedCondition | None, now: Condition | None) -> bo
 
 def circuit(ctx: Context, req: Request) -> Hold | None:
     config = ctx.policy.circuit_breaker
-    if config is None:
+    if config is None or ACTIONS[req.action].checks_repair:
         return None
     node = req.node
     group = breaker.group_of(node, config)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from remediation_operator.domain import gates, ladder, matching, messages, stage
+from remediation_operator.domain import gates, ladder, matching, messages, stage, validation
 from remediation_operator.domain.closing import close, ended, give_back, hold
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.effects import Severity
@@ -264,14 +264,28 @@ def _after_step(
 ) -> tuple[RemediationState, bool]:
     """The current step is over: probation, resume it, wait to escalate, or the next step."""
     now = ctx.now
-    if found is None:
+    if validation.due(ctx, state):
+        # An in-place repair succeeded: check the node before anything else (D37).
+        return validation.begin(ctx, state, node, found)
+    caught = validation.caught(state)
+    if found is None and not caught:
         message = messages.fault_cleared(state.fault)
         ctx.announce(state, Reason.FaultCleared, message)
         return replace(state, healthy_since=now, reason=Reason.FaultCleared, message=message), False
     assert state.step is not None
     assert state.step_finished_at is not None
-    index = ladder.index_of(fault.ladder, state.step)
+    position = validation.reached(state)
+    if state.step is Action.Diagnose:
+        # Diagnostics are over (collected, failed or timed out): the step they preceded now.
+        after = ladder.next_after(fault.ladder, position, skip_to(ctx, state))
+        if after is None:
+            return exhausted(ctx, state, fault, found), True
+        return start(ctx, state, node, fault, found, after, escalating=True)
+    index = ladder.index_of(fault.ladder, position)
     outcome = _step_outcome(state)
+    if outcome is Outcome.Cancelled and state.step is Action.Validate and ctx.policy.validation:
+        # An interrupted validation (a record written without its outcome) runs again.
+        return validation.begin(ctx, state, node, found)
     if outcome is Outcome.Cancelled and index is not None:
         # Interrupted (the fault had cleared): the same step carries on.
         last = state.steps[-1] if state.steps else None
@@ -280,11 +294,11 @@ def _after_step(
         return start(
             ctx, state, node, fault, found, index, escalating=False, attempt=attempt, resume=True
         )
-    step = fault.ladder[index] if index is not None else Step(state.step)
+    step = fault.ladder[index] if index is not None else Step(position)
     skip = skip_to(ctx, state)
-    nxt = ladder.next_after(fault.ladder, state.step, skip)
+    nxt = ladder.next_after(fault.ladder, position, skip)
     if outcome is Outcome.Succeeded:
-        if state.step is Action.Replace:
+        if position is Action.Replace:
             message = messages.dry_run_replaced()
             return replace(
                 state,

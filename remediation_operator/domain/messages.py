@@ -414,3 +414,49 @@ def unrecorded_released(node: str, policy: str, uncordon: bool) -> str:
         " operator stopped between the cordon and its record) and shows no fault; our taint is"
         f" removed{' and the node uncordoned' if uncordon else ''}."
     )
+
+
+# ------------------------------------------------------------------- validation (D37)
+
+
+def validation_started(repaired: Action, wait: str) -> str:
+    return f"{repaired} succeeded; validating the node before it returns to service; {wait}."
+
+
+def validation_passed(took: timedelta, detail: str) -> str:
+    said = f" ({detail})" if detail else ""
+    return (
+        f"Validation passed in {durations.format(took)}{said}; the node may return to service"
+        " once the fault stays absent through probation."
+    )
+
+
+def validation_failed(took: timedelta, detail: str, then: Action | None) -> str:
+    said = f": {detail}" if detail else ""
+    nxt = f"escalating to {then}" if then is not None else "no step is left on the ladder"
+    return f"Validation failed after {durations.format(took)}{said}; {nxt}."
+
+
+def validation_timed_out(took: timedelta, then: Action | None) -> str:
+    nxt = f"escalating to {then}" if then is not None else "no step is left on the ladder"
+    return f"Validation did not finish within {durations.format(took)}; {nxt}."
+
+
+# ------------------------------------------------------------------- diagnostics (D39)
+
+
+def diagnosing(target: Action, location: str, wait: str) -> str:
+    return f"{target} is due; collecting diagnostics to {location} first; {wait}."
+
+
+def diagnosed(target: Action, location: str, took: timedelta) -> str:
+    return f"Diagnostics collected to {location} in {durations.format(took)}; {target} follows."
+
+
+def diagnostics_failed(target: Action, location: str, took: timedelta, detail: str | None) -> str:
+    """`detail` None: the diagnostics ran out of time."""
+    said = " (timed out)" if detail is None else f": {detail or 'the Job failed'}"
+    return (
+        f"Diagnostics for {location} failed after {durations.format(took)}{said};"
+        f" {target} goes on without them."
+    )

@@ -24,6 +24,12 @@ class Action(StrEnum):
     GPUReset = "GPUReset"
     Reboot = "Reboot"
     Replace = "Replace"
+    Validate = "Validate"
+    """Not a rung: the active check the policy's `validation` runs after an in-place repair
+    (GPUReset, Reboot) before the node may return to service (docs/decisions.md D37)."""
+    Diagnose = "Diagnose"
+    """Not a rung: the collection of diagnostics the policy's `diagnostics` runs before a
+    destructive step (Reboot, Replace) (docs/decisions.md D39)."""
 
 
 LADDER_ORDER: tuple[Action, ...] = (
@@ -87,6 +93,18 @@ class OnPDBBlocked(StrEnum):
     """Go on to the next step with the protected pods still on the node (named in status/Event)."""
 
 
+class PodHandling(StrEnum):
+    """How a Drain treats the pods a `drain.pods` rule selects."""
+
+    Evict = "Evict"
+    """Evict at once through the Eviction API (PodDisruptionBudgets honoured): the default."""
+    AllowCompletion = "AllowCompletion"
+    """Pods of Jobs and bare pods may finish first: not evicted until `waitFor` has passed
+    since the drain began, then evicted. Pods of other controllers are evicted at once."""
+    DeleteAfterTimeout = "DeleteAfterTimeout"
+    """Wait `waitFor` for the pods to finish, then delete them (no PodDisruptionBudget check)."""
+
+
 class ReplaceProvider(StrEnum):
     Karpenter = "Karpenter"
     DeleteNode = "DeleteNode"
@@ -101,6 +119,19 @@ DEFAULT_HISTORY_WINDOW = timedelta(hours=168)
 DEFAULT_HISTORY_MAX_EPISODES = 3
 DEFAULT_CIRCUIT_MIN_NODES = 5
 DEFAULT_CIRCUIT_COOLDOWN = timedelta(minutes=15)
+DEFAULT_POD_WAIT = timedelta(hours=1)
+DEFAULT_VALIDATION_LEVEL = 2
+"""`dcgmi diag -r 2`: the medium run (a few minutes), NVIDIA's suggestion after a repair."""
+DEFAULT_VALIDATION_TIMEOUT = timedelta(minutes=30)
+DEFAULT_DIAGNOSTICS_TIMEOUT = timedelta(minutes=10)
+DIAGNOSTICS_LOCATION_ENV = "REMEDIATION_DIAGNOSTICS_LOCATION"
+"""Where a diagnostics Job writes: `<destination>/<remediation>/diagnose-<n>`."""
+DIAGNOSTICS_DIR_ENV = "REMEDIATION_DIAGNOSTICS_DIR"
+"""With a `pvc://` destination: the directory of the mounted claim to write into."""
+DIAGNOSTICS_MOUNT = "/diagnostics"
+PVC_SCHEME = "pvc://"
+VALIDATION_ENV = "REMEDIATION_DIAG_LEVEL"
+"""The environment variable a validation Job's containers get the policy's `level` in."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +229,10 @@ class ActionExecutor:
 
     executor: Executor = Executor.Job
     job_template: Mapping[str, Any] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables set in every container of the Job (the validation's level)."""
+    claim: str | None = None
+    """A PersistentVolumeClaim (in the Jobs' namespace) mounted at DIAGNOSTICS_MOUNT."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +240,75 @@ class Actions:
     gpu_reset: ActionExecutor = field(default_factory=ActionExecutor)
     reboot: ActionExecutor = field(default_factory=ActionExecutor)
     replace: ReplaceProvider = ReplaceProvider.Karpenter
+
+
+@dataclass(frozen=True)
+class PodRule:
+    """Pods in `namespaces` (empty: any) whose labels match `selector` get `handling`."""
+
+    handling: PodHandling
+    namespaces: frozenset[str] = frozenset()
+    selector: LabelSelector = field(default_factory=LabelSelector)
+    wait_for: timedelta = DEFAULT_POD_WAIT
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        in_namespace = not self.namespaces or namespace in self.namespaces
+        return in_namespace and self.selector.matches(labels)
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    """How the Drain step treats workloads: per-pod rules (first match wins; no match: Evict),
+    and whether a drain followed by a GPU reset evicts only the pods that use GPUs."""
+
+    pods: tuple[PodRule, ...] = ()
+    gpu_pods_only_before_reset: bool = False
+
+
+@dataclass(frozen=True)
+class Validation:
+    """An active check after an in-place repair, before the node returns to service.
+
+    After a GPUReset or Reboot (those in `after`) succeeds, a Job pinned to the node runs
+    (`executor`; by default DCGM diagnostics at `level` with nvidia-smi checks). Pass:
+    probation, then release. Fail or timeout: positive evidence, the ladder climbs at once.
+    """
+
+    after: frozenset[Action] = frozenset({Action.GPUReset, Action.Reboot})
+    level: int = DEFAULT_VALIDATION_LEVEL
+    timeout: timedelta = DEFAULT_VALIDATION_TIMEOUT
+    executor: ActionExecutor = field(default_factory=ActionExecutor)
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Diagnostics captured before a destructive step: a Job pinned to the node collects what
+    support and RMA cases need and writes it to `destination` (`pvc://<claim>[/<dir>]`, a
+    claim mounted into the Job, or any address the Job's own image uploads to). It has its own
+    `timeout` and never holds the step past it; a failure is recorded, not fatal."""
+
+    destination: str
+    before: frozenset[Action] = frozenset({Action.Reboot, Action.Replace})
+    timeout: timedelta = DEFAULT_DIAGNOSTICS_TIMEOUT
+    executor: ActionExecutor = field(default_factory=ActionExecutor)
+
+    def location(self, remediation: str, attempt: int) -> str:
+        """Where run `attempt` of the incident `remediation` writes (recorded in status)."""
+        return f"{self.destination.rstrip('/')}/{remediation}/diagnose-{attempt}"
+
+    def job(self, remediation: str, attempt: int) -> ActionExecutor:
+        """The executor of one run: the location in its environment, the claim mounted."""
+        env = {DIAGNOSTICS_LOCATION_ENV: self.location(remediation, attempt)}
+        claim = None
+        if self.destination.startswith(PVC_SCHEME):
+            claim, _, sub = self.destination[len(PVC_SCHEME) :].partition("/")
+            parts = [DIAGNOSTICS_MOUNT, *[p for p in sub.split("/") if p]]
+            env[DIAGNOSTICS_DIR_ENV] = "/".join([*parts, remediation, f"diagnose-{attempt}"])
+        return ActionExecutor(self.executor.executor, self.executor.job_template, env, claim)
+
+
+IN_PLACE_REPAIRS: frozenset[Action] = frozenset({Action.GPUReset, Action.Reboot})
+"""The repairs that keep the node, and so may be followed by a validation."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +328,11 @@ class Policy:
     circuit_breaker: CircuitBreaker | None = None
     require_approval: frozenset[Action] = frozenset()
     actions: Actions = field(default_factory=Actions)
+    drain: DrainOptions = field(default_factory=DrainOptions)
+    diagnostics: Diagnostics | None = None
+    """None: no diagnostics are collected before Reboot or Replace."""
+    validation: Validation | None = None
+    """None: a repaired node returns after passive probation only (`recovery.healthyFor`)."""
     startup_grace: timedelta = DEFAULT_STARTUP_GRACE
     """A node younger than this is not remediated: GPU software takes minutes to come up."""
     weight: int = 0

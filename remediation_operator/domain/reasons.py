@@ -105,3 +105,20 @@ class Reason(StrEnum):
     OwnedByOtherPolicy = "OwnedByOtherPolicy"
     """Another RemediationPolicy selecting the node owns it (an active Remediation there, or a
     higher spec.weight, then the older policy, then the name): this one opens nothing there."""
+
+    # Added with validation before return to service (issue 15, D37)
+    ValidationStarted = "ValidationStarted"
+    """An in-place repair succeeded; the policy's validation Job runs on the node before it may
+    return to service."""
+    ValidationPassed = "ValidationPassed"
+    """The validation Job passed: probation, then release (or the ladder, if the fault stays)."""
+    ValidationFailed = "ValidationFailed"
+    """The validation Job failed or timed out: positive evidence, the ladder climbs at once."""
+
+    # Added with diagnostics before destructive steps (issue 15, D39)
+    CollectingDiagnostics = "CollectingDiagnostics"
+    """A destructive step is due: the policy's diagnostics Job runs first (its own timeout)."""
+    DiagnosticsCollected = "DiagnosticsCollected"
+    """The diagnostics Job finished; the step's record names where it wrote."""
+    DiagnosticsFailed = "DiagnosticsFailed"
+    """The diagnostics Job failed or timed out; recorded, and the destructive step goes on."""

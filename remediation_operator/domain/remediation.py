@@ -57,6 +57,8 @@ class StepRecord:
     message: str
     finished_at: datetime | None = None
     outcome: Outcome | None = None
+    location: str = ""
+    """Diagnose only: where the diagnostics were written ("" for other steps)."""
 
 
 @dataclass(frozen=True)

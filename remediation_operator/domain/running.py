@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from remediation_operator.domain import ladder, matching, messages
+from remediation_operator.domain import drain, ladder, matching, messages, validation
 from remediation_operator.domain.actions import ACTIONS, Reissue, Start
 from remediation_operator.domain.closing import ended
 from remediation_operator.domain.context import Context
@@ -71,7 +71,7 @@ def in_flight(
     assert state.step is not None
     assert state.steps
     index = ladder.index_of(fault.ladder, state.step)
-    step = fault.ladder[index] if index is not None else Step(state.step)
+    step = fault.ladder[index] if index is not None else validation.step_for(ctx.policy, state.step)
     record = state.steps[-1]
     first_started = state.step_started_at or record.started_at
     limit = ladder.deadline(step, first_started)
@@ -89,6 +89,11 @@ def in_flight(
         obs = None
     outcome = ACTIONS[step.action].done(node, state, obs)
     detail = obs.message if obs is not None and obs.message else ""
+    over = outcome is not None or (limit is not None and now >= limit)
+    if step.action is Action.Diagnose and over:
+        return _diagnosed(ctx, state, fault, outcome, detail), False
+    if step.action is Action.Validate and over:
+        return _validated(ctx, state, fault, outcome, detail), False
     if outcome is Outcome.Succeeded:
         if step.action is Action.Replace:
             message = messages.replaced()
@@ -117,6 +122,45 @@ def in_flight(
             return state, True  # past the deadline, a last eviction's grace or a PDB wait runs
         return _timed_out(ctx, state, node, step, record, obs, limit, forced)
     return still_running(ctx, state, node, step, record, obs, limit), True
+
+
+def _diagnosed(
+    ctx: Context, state: RemediationState, fault: Fault, outcome: Outcome | None, detail: str
+) -> RemediationState:
+    """Diagnostics ended: collected, or failed or timed out (recorded, not fatal); the step
+    they preceded follows either way (`incident._after_step`)."""
+    record = state.steps[-1]
+    took = ctx.now - record.started_at
+    nxt = ladder.next_after(fault.ladder, validation.reached(state))
+    target = fault.ladder[nxt].action if nxt is not None else Action.Replace
+    if outcome is Outcome.Succeeded:
+        message = messages.diagnosed(target, record.location, took)
+        ctx.announce(state, Reason.DiagnosticsCollected, message, action=Action.Diagnose)
+        return end_step(ctx, state, Outcome.Succeeded, Reason.DiagnosticsCollected, message)
+    why = None if outcome is None else detail
+    message = messages.diagnostics_failed(target, record.location, took, why)
+    ctx.announce(state, Reason.DiagnosticsFailed, message, Severity.Warning, Action.Diagnose)
+    return end_step(ctx, state, Outcome.PermanentFailure, Reason.DiagnosticsFailed, message)
+
+
+def _validated(
+    ctx: Context, state: RemediationState, fault: Fault, outcome: Outcome | None, detail: str
+) -> RemediationState:
+    """The validation ended: passed (Succeeded), or failed or timed out (PermanentFailure:
+    positive evidence, the ladder climbs at once; `validation.caught`)."""
+    took = ctx.now - state.steps[-1].started_at
+    if outcome is Outcome.Succeeded:
+        message = messages.validation_passed(took, detail)
+        ctx.announce(state, Reason.ValidationPassed, message, action=Action.Validate)
+        return end_step(ctx, state, Outcome.Succeeded, Reason.ValidationPassed, message)
+    nxt = ladder.next_after(fault.ladder, validation.reached(state))
+    then = fault.ladder[nxt].action if nxt is not None else None
+    if outcome is None:
+        message = messages.validation_timed_out(took, then)
+    else:
+        message = messages.validation_failed(took, detail, then)
+    ctx.announce(state, Reason.ValidationFailed, message, Severity.Warning, Action.Validate)
+    return end_step(ctx, state, Outcome.PermanentFailure, Reason.ValidationFailed, message)
 
 
 def _timed_out(
@@ -154,7 +198,8 @@ def _timed_out(
             # The check at the deadline (or the first after a PDB's wait ended): one last
             # eviction, and its pods get their grace period, before giving up.
             check = now + LAST_ATTEMPT_GRACE
-            ctx.mutate(Evict(node.name))
+            pods = drain.plan(ctx.policy, state.fault, state.step_started_at, now)
+            ctx.mutate(Evict(node.name, plan=pods))
             message = messages.last_eviction(messages.waits(check, None, now))
             updated = replace(
                 state,
@@ -221,7 +266,8 @@ def force(
     """The drain timed out under `onTimeout: Force`: delete the remaining pods, once; the
     status and Event name the pods a PodDisruptionBudget protected, and the budget."""
     now = ctx.now
-    ctx.mutate(Evict(state.node, force=True))
+    plan = drain.plan(ctx.policy, state.fault, state.step_started_at, now)
+    ctx.mutate(Evict(state.node, force=True, plan=plan))
     attempt = state.attempt + 1
     limit = ladder.deadline(step, now)
     check = now + ACTIONS[step.action].pace(now, now)
@@ -283,8 +329,11 @@ def still_running(
         started = obs is not None and obs.progress is not Progress.Absent
         if meaning.reissue is Reissue.Always or not started:
             forced = record.reason is Reason.DrainForced
+            pods = drain.plan(ctx.policy, state.fault, state.step_started_at, now)
             ctx.mutate(
-                meaning.start(Start(node.name, state.name, state.attempt, ctx.policy, forced))
+                meaning.start(
+                    Start(node.name, state.name, state.attempt, ctx.policy, forced, drain=pods)
+                )
             )
         check = now + meaning.pace(record.started_at, now)
         if limit is not None and not waiting:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from remediation_operator.domain import gates, ladder, matching, messages
+from remediation_operator.domain import diagnosing, drain, gates, ladder, matching, messages
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
@@ -38,6 +38,8 @@ def start(
     hold = gates.first_hold(ctx, gates.Request(state, node, action, found))
     if hold is not None:
         return blocked(ctx, state, action, hold.reason, hold.why, hold.until)
+    if diagnosing.due(ctx, state, action, attempt, resume):
+        return diagnosing.begin(ctx, state, node, action)
     return begin(
         ctx, state, node, fault, index, attempt=attempt, escalating=escalating, resume=resume
     )
@@ -71,7 +73,15 @@ def begin(
             or ctx.marked_ours(node)
         )
         already = node.unschedulable and not cordoned_by_us
-    ctx.mutate(meaning.start(Start(name, state.name, attempt, ctx.policy)))
+    fresh = attempt == 1 and not (
+        resume
+        and state.steps
+        and state.steps[-1].action is action
+        and state.steps[-1].outcome is Outcome.Cancelled
+    )
+    since = None if fresh else state.step_started_at
+    pods = drain.plan(ctx.policy, state.fault, since, now)
+    ctx.mutate(meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods)))
     if meaning.in_place and not any(ACTIONS[r.action].in_place for r in state.steps):
         ctx.mutate(ProtectFromConsolidation(name, on=True))
     last = state.steps[-1] if state.steps else None

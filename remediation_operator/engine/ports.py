@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from remediation_operator.domain.effects import Severity
+from remediation_operator.domain.effects import EVERY_POD, DrainPlan, Severity
 from remediation_operator.domain.fleet import BreakerState, Progress
 from remediation_operator.domain.planner import PolicySummary
 from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
@@ -170,8 +170,9 @@ class ClusterPort(Protocol):
 
     # Observations -------------------------------------------------------------------------
 
-    async def drain_status(self, node: str) -> DrainStatus:
-        """Pods left to evict on `node`. Raises NotFound if the node is gone."""
+    async def drain_status(self, node: str, plan: DrainPlan = EVERY_POD) -> DrainStatus:
+        """Pods left to move on `node` under `plan` (those waiting to complete included).
+        Raises NotFound if the node is gone."""
         ...
 
     async def executor_status(
@@ -219,8 +220,9 @@ class ClusterPort(Protocol):
         """Set or remove `karpenter.sh/do-not-disrupt: "true"` on the Node."""
         ...
 
-    async def evict(self, node: str, force: bool) -> DrainStatus:
-        """Evict every evictable pod (Eviction API; `force` deletes instead) and report."""
+    async def evict(self, node: str, force: bool, plan: DrainPlan = EVERY_POD) -> DrainStatus:
+        """Move the pods `plan` selects: evict (Eviction API), leave a pod that may still
+        complete, or delete one whose wait is over; `force` deletes them all. Report."""
         ...
 
     async def run_executor(

@@ -40,6 +40,7 @@ from typing import TypeVar
 
 from remediation_operator.domain import gates, planner
 from remediation_operator.domain.actions import ACTIONS, Start
+from remediation_operator.domain.drain import plan as drain_plan
 from remediation_operator.domain.effects import (
     Announce,
     Cordon,
@@ -199,8 +200,19 @@ def in_progress(state: RemediationState) -> bool:
     return not state.terminal and state.step is not None and state.step_finished_at is None
 
 
-def executor_of(policy: Policy, action: Action) -> ActionExecutor:
-    """How the policy carries out GPUReset or Reboot."""
+def executor_of(
+    policy: Policy, action: Action, remediation: str = "", attempt: int = 0
+) -> ActionExecutor:
+    """How the policy carries out GPUReset, Reboot, the validation after them or the
+    diagnostics before a destructive step (run `attempt` of incident `remediation`)."""
+    if action is Action.Diagnose:
+        diagnostics = policy.diagnostics
+        if diagnostics is None:
+            return ActionExecutor()
+        return diagnostics.job(remediation, attempt)
+    if action is Action.Validate:
+        validation = policy.validation
+        return validation.executor if validation is not None else ActionExecutor()
     return policy.actions.reboot if action is Action.Reboot else policy.actions.gpu_reset
 
 
@@ -231,7 +243,11 @@ class _Observed:
 
 
 def _resume_effects(
-    state: RemediationState, policy: Policy, node: NodeView | None, drain: DrainStatus | None
+    state: RemediationState,
+    policy: Policy,
+    node: NodeView | None,
+    drain: DrainStatus | None,
+    now: datetime,
 ) -> list[Effect]:
     """The effect of the recorded step, when observation shows it was never carried out."""
     name, step = state.node, state.step
@@ -246,7 +262,8 @@ def _resume_effects(
     elif step is Action.Drain and (drain is None or drain.remaining == 0 or drain.attempted):
         return []
     forced = state.reason is Reason.DrainForced
-    effect = meaning.start(Start(name, state.name, state.attempt, policy, forced))
+    pods = drain_plan(policy, state.fault, state.step_started_at, now)
+    effect = meaning.start(Start(name, state.name, state.attempt, policy, forced, drain=pods))
     if meaning.in_place:
         return [ProtectFromConsolidation(name, True), effect]
     return [effect]
@@ -258,6 +275,7 @@ async def _observe_one(
     nodes: Mapping[str, NodeView],
     ports: Ports,
     out: _Observed,
+    now: datetime,
 ) -> None:
     node, step, attempt = state.node, state.step, state.attempt
     if step is None:
@@ -266,9 +284,10 @@ async def _observe_one(
     resume: list[Effect] = []
     try:
         if step is Action.Cordon:
-            resume = _resume_effects(state, policy, nodes.get(node), None)
+            resume = _resume_effects(state, policy, nodes.get(node), None, now)
         elif step is Action.Drain:
-            drain = await _retrying(lambda: cluster.drain_status(node))
+            pods = drain_plan(policy, state.fault, state.step_started_at, now)
+            drain = await _retrying(lambda: cluster.drain_status(node, pods))
             done = drain.remaining == 0
             out.observations[node] = StepObservation(
                 action=step,
@@ -279,9 +298,9 @@ async def _observe_one(
                 pdbs=drain.pdbs,
                 blocked_pods=drain.blocked_pods,
             )
-            resume = _resume_effects(state, policy, nodes.get(node), drain)
-        elif step in (Action.GPUReset, Action.Reboot):
-            executor = executor_of(policy, step)
+            resume = _resume_effects(state, policy, nodes.get(node), drain, now)
+        elif step in (Action.GPUReset, Action.Reboot, Action.Validate, Action.Diagnose):
+            executor = executor_of(policy, step, state.name, attempt)
             status = await _retrying(
                 lambda: cluster.executor_status(node, state.name, step, attempt, executor)
             )
@@ -293,7 +312,7 @@ async def _observe_one(
                 permanent=status.permanent,
             )
             if status.progress is Progress.Absent:
-                resume = _resume_effects(state, policy, nodes.get(node), None)
+                resume = _resume_effects(state, policy, nodes.get(node), None, now)
         elif step is Action.Replace:
             progress = await _retrying(
                 lambda: cluster.replacement_status(node, policy.actions.replace)
@@ -302,7 +321,7 @@ async def _observe_one(
                 action=step, attempt=attempt, progress=progress
             )
             if progress is Progress.Absent and node in nodes:
-                resume = _resume_effects(state, policy, nodes.get(node), None)
+                resume = _resume_effects(state, policy, nodes.get(node), None, now)
     except Refused as refused:
         # The step cannot be done on this node: it fails for good now, with the reason.
         out.observations[node] = StepObservation(
@@ -333,13 +352,14 @@ async def _observe(
     policy: Policy,
     nodes: Mapping[str, NodeView],
     ports: Ports,
+    now: datetime,
 ) -> _Observed:
     out = _Observed()
     gate = asyncio.Semaphore(OBSERVATION_CONCURRENCY)
 
     async def one(state: RemediationState) -> None:
         async with gate:
-            await _observe_one(state, policy, nodes, ports, out)
+            await _observe_one(state, policy, nodes, ports, out, now)
 
     await asyncio.gather(*(one(s) for s in states))
     return out
@@ -359,10 +379,11 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
             await cluster.release(node, uncordon)
         case ProtectFromConsolidation(node=node, on=on):
             await cluster.protect_from_consolidation(node, on)
-        case Evict(node=node, force=force):
-            await cluster.evict(node, force)
+        case Evict(node=node, force=force, plan=pods):
+            await cluster.evict(node, force, pods)
         case RunExecutor(node=node, remediation=name, action=action, attempt=attempt):
-            await cluster.run_executor(node, name, action, attempt, executor_of(policy, action))
+            executor = executor_of(policy, action, name, attempt)
+            await cluster.run_executor(node, name, action, attempt, executor)
         case Replace(node=node, provider=provider):
             await cluster.replace(node, provider)
         case Announce():
@@ -663,7 +684,7 @@ async def reconcile(
                 and not r.state.dry_run
             ]
         )
-        observed = await _observe(observable, policy, selected, ports)
+        observed = await _observe(observable, policy, selected, ports, run.now)
         run.errors.extend(observed.errors)
         if observed.retry_after is not None:
             run.wake_within(observed.retry_after)

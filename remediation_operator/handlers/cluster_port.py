@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from remediation_operator.domain.effects import EVERY_POD, DrainPlan
 from remediation_operator.domain.fleet import Progress
 from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
 from remediation_operator.engine.ports import (
@@ -53,10 +54,10 @@ class KubernetesCluster:
         self._drainer = Drainer(client)
         self._executors = Executors(client, namespace, templates)
 
-    async def drain_status(self, node: str) -> DrainStatus:
+    async def drain_status(self, node: str, plan: DrainPlan = EVERY_POD) -> DrainStatus:
         async with mapped():
             await nodes.read(self._client, node)  # NotFound when the node is gone
-            return _drain_status(await self._drainer.status(node))
+            return _drain_status(await self._drainer.status(node, plan))
 
     async def executor_status(
         self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor
@@ -85,9 +86,9 @@ class KubernetesCluster:
         async with mapped():
             await nodes.protect_from_consolidation(self._client, node, on)
 
-    async def evict(self, node: str, force: bool) -> DrainStatus:
+    async def evict(self, node: str, force: bool, plan: DrainPlan = EVERY_POD) -> DrainStatus:
         async with mapped():
-            return _drain_status(await self._drainer.evict(node, force))
+            return _drain_status(await self._drainer.evict(node, force, plan))
 
     async def run_executor(
         self, node: str, remediation: str, action: Action, attempt: int, executor: ActionExecutor

@@ -11,6 +11,14 @@ the API server words "The disruption budget <name> needs N healthy pods and has 
 pkg/registry/core/pod/storage/eviction.go); the budget is in the pod's namespace. A pod
 already terminating still counts as remaining until it is gone, but is not evicted again.
 `force` deletes the pods instead (the policy's choice after the drain timed out).
+
+kubectl drain flags this matches: `--ignore-daemonsets` (DaemonSet pods are left),
+`--delete-emptydir-data` (pods with emptyDir volumes are evicted; their data goes with them),
+`--force` (pods no controller owns are evicted too: a remediation cannot wait for someone to
+move them) and mirror pods are skipped as kubectl always does. A `DrainPlan` refines this
+(`domain/drain.py`): a pod the policy lets complete (AllowCompletion: a Job's pod or a bare
+pod) is left until its wait is over and counts as remaining meanwhile; DeleteAfterTimeout
+deletes the pod once its wait is over; `gpu_only` moves only pods requesting `nvidia.com/gpu`.
 """
 
 from __future__ import annotations
@@ -19,8 +27,11 @@ import asyncio
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
+from remediation_operator.domain.effects import EVERY_POD, DrainPlan
+from remediation_operator.domain.policy import PodHandling
 from remediation_operator.k8s import names
 from remediation_operator.k8s.client import ApiError, Client, path
 
@@ -28,6 +39,7 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 EVICTION_CONCURRENCY = 16
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 _BUDGET_NAME = re.compile(r"^The disruption budget (\S+) ")
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -75,9 +87,54 @@ def evictable(pod: dict[str, Any]) -> bool:
     )
 
 
-async def pods_on(client: Client, node: str) -> list[dict[str, Any]]:
+def uses_gpu(pod: Mapping[str, Any]) -> bool:
+    """The pod requests (or limits) `nvidia.com/gpu` in any container (init ones included)."""
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for kind in ("requests", "limits"):
+            amount = str((resources.get(kind) or {}).get(GPU_RESOURCE, "0")).strip()
+            if amount not in ("", "0"):
+                return True
+    return False
+
+
+def completes(pod: Mapping[str, Any]) -> bool:
+    """A Job's pod or a bare pod: it ends by itself (others are restarted by a controller)."""
+    refs = [
+        r for r in (pod.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")
+    ]
+    return not refs or any(r.get("kind") == "Job" for r in refs)
+
+
+class Move(Enum):
+    EVICT = "evict"
+    DELETE = "delete"
+    WAIT = "wait"
+
+
+def move(pod: Mapping[str, Any], plan: DrainPlan) -> Move:
+    """What the drain does with `pod` now: the first rule selecting it decides."""
+    metadata = pod.get("metadata") or {}
+    namespace = metadata.get("namespace", "default")
+    labels = metadata.get("labels") or {}
+    for index, rule in enumerate(plan.rules):
+        if not rule.selects(namespace, labels):
+            continue
+        over = index in plan.expired
+        if rule.handling is PodHandling.AllowCompletion:
+            return Move.EVICT if over or not completes(pod) else Move.WAIT
+        if rule.handling is PodHandling.DeleteAfterTimeout:
+            return Move.DELETE if over else Move.WAIT
+        return Move.EVICT
+    return Move.EVICT
+
+
+async def pods_on(client: Client, node: str, plan: DrainPlan = EVERY_POD) -> list[dict[str, Any]]:
     listed = await client.get(path("v1", "pods"), fieldSelector=f"spec.nodeName={node}")
-    return [p for p in listed.get("items") or [] if evictable(p)]
+    return [
+        p for p in listed.get("items") or [] if evictable(p) and (not plan.gpu_only or uses_gpu(p))
+    ]
 
 
 class Drainer:
@@ -88,14 +145,14 @@ class Drainer:
         self._attempted: set[str] = set()
         self._blocked: dict[str, _Refusal] = {}
 
-    async def status(self, node: str) -> Drained:
-        remaining = await pods_on(self._client, node)
+    async def status(self, node: str, plan: DrainPlan = EVERY_POD) -> Drained:
+        remaining = await pods_on(self._client, node, plan)
         blocked = self._blocked.get(node) if remaining else None
         if blocked is None:
             return Drained(
                 remaining=len(remaining),
                 attempted=node in self._attempted,
-                message=_left(remaining),
+                message=_left(remaining, plan),
             )
         return Drained(
             remaining=len(remaining),
@@ -106,7 +163,7 @@ class Drainer:
             blocked_pods=blocked.pods,
         )
 
-    async def evict(self, node: str, force: bool) -> Drained:
+    async def evict(self, node: str, force: bool, plan: DrainPlan = EVERY_POD) -> Drained:
         """Evict every evictable pod of the node, EVICTION_CONCURRENCY at a time.
 
         kubectl drain evicts all pods at once, one goroutine per pod
@@ -118,10 +175,13 @@ class Drainer:
         gate = asyncio.Semaphore(EVICTION_CONCURRENCY)
 
         async def one(pod: dict[str, Any]) -> None:
+            how = Move.DELETE if force else move(pod, plan)
+            if how is Move.WAIT:
+                return  # the policy lets it finish; it counts as remaining meanwhile
             async with gate:
-                await self._evict_one(pod, force, refused)
+                await self._evict_one(pod, how is Move.DELETE, refused)
 
-        await asyncio.gather(*(one(pod) for pod in await pods_on(self._client, node)))
+        await asyncio.gather(*(one(pod) for pod in await pods_on(self._client, node, plan)))
         if refused:
             pods = tuple(sorted(pod for pod, _ in refused))
             pdbs = tuple(sorted({pdb for _, named in refused for pdb in named}))
@@ -134,7 +194,7 @@ class Drainer:
             )
         else:
             self._blocked.pop(node, None)
-        return await self.status(node)
+        return await self.status(node, plan)
 
     async def _evict_one(
         self, pod: dict[str, Any], force: bool, refused: list[tuple[str, list[str]]]
@@ -162,10 +222,14 @@ class Drainer:
                 raise
 
 
-def _left(pods: list[dict[str, Any]]) -> str:
+def _left(pods: list[dict[str, Any]], plan: DrainPlan = EVERY_POD) -> str:
     if not pods:
-        return "no evictable pod remains"
+        return "no GPU pod remains" if plan.gpu_only else "no evictable pod remains"
+    waiting = [p for p in pods if move(p, plan) is Move.WAIT]
     shown = ", ".join(
         f"{p['metadata'].get('namespace', 'default')}/{p['metadata']['name']}" for p in pods[:3]
     )
-    return f"{len(pods)} pod(s) left to evict: {shown}{' ...' if len(pods) > 3 else ''}"
+    left = f"{len(pods)} pod(s) left to evict: {shown}{' ...' if len(pods) > 3 else ''}"
+    if waiting:
+        left += f" ({len(waiting)} allowed to complete first)"
+    return left

@@ -1,4 +1,5 @@
-"""Carry out GPUReset and Reboot: a Job pinned to the node, a NodeAgent request, or nothing.
+"""Carry out GPUReset, Reboot and the validation after them: a Job pinned to the node, a
+NodeAgent request, or nothing.
 
 Each attempt has a name derived from the Remediation, the action and the attempt number, so a
 restarted operator finds the Job it created before instead of starting a second one; the
@@ -18,13 +19,20 @@ from typing import Any
 import yaml
 
 from remediation_operator.domain.fleet import Progress
-from remediation_operator.domain.policy import Action, ActionExecutor, Executor
+from remediation_operator.domain.policy import (
+    DIAGNOSTICS_MOUNT,
+    Action,
+    ActionExecutor,
+    Executor,
+)
 from remediation_operator.k8s import names, nodes
 from remediation_operator.k8s.client import ApiError, Client, path
 
 TEMPLATE_FILES: Mapping[Action, str] = {
     Action.GPUReset: "gpu-reset.yaml",
     Action.Reboot: "reboot.yaml",
+    Action.Validate: "validate.yaml",
+    Action.Diagnose: "diagnose.yaml",
 }
 TTL_SECONDS_AFTER_FINISHED = 86400
 """A finished Job stays a day for `kubectl logs`; its outcome is in the Remediation already."""
@@ -52,7 +60,8 @@ def job_name(remediation: str, action: Action, attempt: int) -> str:
 
 
 def load_templates(directory: str | None) -> dict[Action, dict[str, Any]]:
-    """Read `gpu-reset.yaml` and `reboot.yaml` from `--job-templates` (each may be absent)."""
+    """Read `gpu-reset.yaml`, `reboot.yaml` and `validate.yaml` from `--job-templates` (each
+    may be absent)."""
     if not directory:
         return {}
     root = Path(directory)
@@ -97,6 +106,8 @@ def job_manifest(
     action: Action,
     attempt: int,
     fault_toleration: bool = True,
+    env: Mapping[str, str] | None = None,
+    claim: str | None = None,
 ) -> dict[str, Any]:
     job = _as_job(template)
     job["apiVersion"] = "batch/v1"
@@ -128,6 +139,24 @@ def job_manifest(
         if toleration not in tolerations:
             tolerations.append(toleration)
     pod["tolerations"] = tolerations
+    for container in pod.get("containers") or []:
+        # Ours win over the template's: the policy's validation level is what is asked for.
+        given = [e for e in container.get("env") or [] if e.get("name") not in (env or {})]
+        container["env"] = given + [{"name": k, "value": v} for k, v in (env or {}).items()]
+        if not container["env"]:
+            del container["env"]
+    if claim:
+        # The diagnostics' PersistentVolumeClaim, mounted where REMEDIATION_DIAGNOSTICS_DIR
+        # points (domain.policy.Diagnostics.job).
+        volumes = [v for v in pod.get("volumes") or [] if v.get("name") != "diagnostics"]
+        volumes.append({"name": "diagnostics", "persistentVolumeClaim": {"claimName": claim}})
+        pod["volumes"] = volumes
+        for container in pod.get("containers") or []:
+            mounts = [
+                m for m in container.get("volumeMounts") or [] if m.get("name") != "diagnostics"
+            ]
+            mounts.append({"name": "diagnostics", "mountPath": DIAGNOSTICS_MOUNT})
+            container["volumeMounts"] = mounts
     return job
 
 
@@ -157,9 +186,14 @@ class Executors:
     def _template(self, action: Action, executor: ActionExecutor) -> Mapping[str, Any]:
         template = executor.job_template or self._templates.get(action)
         if template is None:
-            key = "gpuReset" if action is Action.GPUReset else "reboot"
+            key = {
+                Action.GPUReset: "actions.gpuReset",
+                Action.Reboot: "actions.reboot",
+                Action.Validate: "validation",
+                Action.Diagnose: "diagnostics",
+            }[action]
             raise TemplateError(
-                f"no Job template for {action.value}: set spec.actions.{key}.jobTemplate"
+                f"no Job template for {action.value}: set spec.{key}.jobTemplate"
                 f" in the policy or give --job-templates with {TEMPLATE_FILES[action]}"
             )
         return template
@@ -183,6 +217,8 @@ class Executors:
                 remediation=remediation,
                 action=action,
                 attempt=attempt,
+                env=executor.env,
+                claim=executor.claim,
             )
         except TemplateError as error:
             return Status(Progress.Failed, str(error), permanent=True)

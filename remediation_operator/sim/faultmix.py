@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,21 @@ class Durations:
     job_crash_on_faulty_node: Range
 
 
+DEFAULT_DIAGNOSTICS = Range(timedelta(minutes=2), timedelta(minutes=5))
+"""ASSUMPTION: nvidia-bug-report.sh, the kernel log and a quick DCGM run take a few minutes."""
+
+
+@dataclass(frozen=True)
+class ValidationModel:
+    """The validation Job after an in-place repair (a policy's `validation`, D37): how long it
+    runs, and the chance that it fails on a host whose fault the repair did not fix."""
+
+    duration: Range = field(
+        default_factory=lambda: Range(timedelta(minutes=2), timedelta(minutes=5))
+    )
+    catches: float = 0.9
+
+
 @dataclass(frozen=True)
 class FaultMix:
     source: str
@@ -82,6 +97,9 @@ class FaultMix:
     days: float
     durations: Durations
     causes: tuple[Cause, ...]
+    validation: ValidationModel = field(default_factory=ValidationModel)
+    diagnostics: Range = DEFAULT_DIAGNOSTICS
+    """How long the Diagnose Job before Reboot or Replace runs (a policy's `diagnostics`)."""
 
     def rate_per_host_day(self, cause: Cause) -> float:
         """Arrivals per host per day of one cause in the observed fleet."""
@@ -104,7 +122,7 @@ def load(path: Path | None = None) -> FaultMix:
 
 def parse(data: Any) -> FaultMix:
     root = spec.mapping(data, "")
-    spec.only(root, "", {"basis", "durations", "causes"})
+    spec.only(root, "", {"basis", "durations", "causes", "validation", "diagnostics"})
     basis = spec.mapping(spec.required(root, "basis", ""), "basis")
     spec.only(basis, "basis", {"source", "hosts", "gpusPerHost", "days"})
     durations = _durations(spec.required(root, "durations", ""))
@@ -125,6 +143,38 @@ def parse(data: Any) -> FaultMix:
         days=_positive(spec.required(basis, "days", "basis"), "basis.days"),
         durations=durations,
         causes=causes,
+        validation=_validation(root.get("validation")),
+        diagnostics=_diagnostics(root.get("diagnostics")),
+    )
+
+
+def _diagnostics(value: Any) -> Range:
+    """Optional: `diagnostics: {duration: [min, max]}`."""
+    if value is None:
+        return DEFAULT_DIAGNOSTICS
+    raw = spec.mapping(value, "diagnostics")
+    spec.only(raw, "diagnostics", {"duration"})
+    return spec.duration_range(
+        spec.required(raw, "duration", "diagnostics"), "diagnostics.duration"
+    )
+
+
+def _validation(value: Any) -> ValidationModel:
+    """Optional (a mix written before validation existed gets the defaults)."""
+    if value is None:
+        return ValidationModel()
+    raw = spec.mapping(value, "validation")
+    spec.only(raw, "validation", {"duration", "catches"})
+    default = ValidationModel()
+    duration = raw.get("duration")
+    catches = raw.get("catches")
+    return ValidationModel(
+        duration=default.duration
+        if duration is None
+        else spec.duration_range(duration, "validation.duration"),
+        catches=default.catches
+        if catches is None
+        else spec.probability(catches, "validation.catches"),
     )
 
 

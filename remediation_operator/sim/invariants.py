@@ -45,6 +45,8 @@ def ladder_problem(state: RemediationState, policy: Policy) -> str | None:
     ladder = [s.action for s in fault.ladder]
     taken: list[Action] = []
     for record in state.steps:
+        if record.action not in LADDER_ORDER:
+            continue  # Validate and Diagnose accompany rungs; they are not rungs (D37, D39)
         if not taken or taken[-1] is not record.action:
             taken.append(record.action)
     order = [LADDER_ORDER.index(a) for a in taken]

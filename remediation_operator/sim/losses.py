@@ -42,7 +42,9 @@ class Stage(StrEnum):
     """The GPUReset step and the `escalateAfter` watch after it."""
     Reboot = "reboot"
     Validation = "validation"
-    """An active check after an in-place repair (no such step exists yet: always zero)."""
+    """The Validate step after an in-place repair (a policy's `validation`)."""
+    Diagnostics = "diagnostics"
+    """The Diagnose step before Reboot or Replace (a policy's `diagnostics`)."""
     Replacement = "waiting for a replacement"
     """The Replace step, then the empty slot until Karpenter's successor joins."""
     Probation = "probation"
@@ -81,6 +83,7 @@ _STEP_STAGE: dict[Action, Stage] = {
     Action.GPUReset: Stage.Reset,
     Action.Reboot: Stage.Reboot,
     Action.Replace: Stage.Replacement,
+    Action.Diagnose: Stage.Diagnostics,
 }
 
 _BUDGET = frozenset({Reason.BudgetExhausted, Reason.BudgetInvalid, Reason.RateLimited})
@@ -88,7 +91,7 @@ _BREAKER = frozenset({Reason.CircuitOpen, Reason.CircuitCooldown})
 
 
 def step_stage(action: Action) -> Stage:
-    """The stage of a step (a validation step, once the ladder has one, is validation)."""
+    """The stage of a step (Validate is validation, Diagnose diagnostics)."""
     stage = _STEP_STAGE.get(action)
     if stage is not None:
         return stage

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from remediation_operator.domain.effects import EVERY_POD, DrainPlan
 from remediation_operator.domain.fleet import Progress
 from remediation_operator.domain.policy import (
     Action,
@@ -570,7 +571,8 @@ class MemoryCluster:
 
     # ClusterPort: observations ---------------------------------------------------------------
 
-    async def drain_status(self, node: str) -> DrainStatus:
+    async def drain_status(self, node: str, plan: DrainPlan = EVERY_POD) -> DrainStatus:
+        """The simulated fleet has no pod labels or GPU requests: `plan` changes nothing."""
         self._enter("drain_status")
         return self._drain_status(node)
 
@@ -658,7 +660,7 @@ class MemoryCluster:
             annotations.pop(DO_NOT_DISRUPT, None)
         self._count("protect_from_consolidation", node, changed)
 
-    async def evict(self, node: str, force: bool) -> DrainStatus:
+    async def evict(self, node: str, force: bool, plan: DrainPlan = EVERY_POD) -> DrainStatus:
         self._enter("evict")
         pods = self._pods.get(node)
         if pods is None or node not in self._nodes:

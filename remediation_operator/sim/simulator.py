@@ -77,6 +77,10 @@ class Work(StrEnum):
 
     GPUReset = "GPUReset"
     Reboot = "Reboot"
+    Validate = "Validate"
+    """The validation Job after an in-place repair (a policy's `validation`)."""
+    Diagnose = "Diagnose"
+    """The diagnostics Job before Reboot or Replace (a policy's `diagnostics`)."""
     MachineGone = "MachineGone"
     """Karpenter drained and terminated the machine handed back by Replace."""
     SuccessorJoins = "SuccessorJoins"
@@ -448,8 +452,33 @@ class Simulation:
         if pending.work is Work.SuccessorJoins:
             self._successor_joins(host)
             return
+        if pending.work is Work.Validate:
+            await self._validation_done(host)
+            return
+        if pending.work is Work.Diagnose:
+            self.cluster.advance(self.moment)
+            self.cluster.finish_execution(host.name, Action.Diagnose, succeed=True)
+            self._log("diagnostics-done", host.name, "collected")
+            self._refresh(host)
+            self._dispatch()
+            await self._reconcile((host.name,))
+            return
         action = Action.Reboot if pending.work is Work.Reboot else Action.GPUReset
         await self._executor_done(host, action)
+
+    async def _validation_done(self, host: Host) -> None:
+        """The validation Job ends: it fails, with the mix's catch rate, on a host whose fault
+        the repair did not fix (shown or not: DCGM diagnostics test the hardware, not the
+        agent's report), and passes on a healthy one (no false alarms: an assumption)."""
+        self.cluster.advance(self.moment)
+        caught = host.fault is not None and (
+            self._rng_actions.random() < self.mix.validation.catches
+        )
+        self.cluster.finish_execution(host.name, Action.Validate, succeed=not caught)
+        self._log("validation-done", host.name, "failed" if caught else "passed")
+        self._refresh(host)
+        self._dispatch()
+        await self._reconcile((host.name,))
 
     async def _executor_done(self, host: Host, action: Action) -> None:
         """A GPU reset or reboot the engine started has finished on `host`."""
@@ -621,6 +650,12 @@ class Simulation:
                 self._later(
                     host, Work.Reboot, durations.reboot.draw(self._rng_actions).total_seconds()
                 )
+            elif effect.action is Action.Diagnose:
+                took = self.mix.diagnostics.draw(self._rng_actions).total_seconds()
+                self._later(host, Work.Diagnose, took)
+            elif effect.action is Action.Validate:
+                took = self.mix.validation.duration.draw(self._rng_actions).total_seconds()
+                self._later(host, Work.Validate, took)
             else:
                 self._later(
                     host, Work.GPUReset, durations.gpu_reset.draw(self._rng_actions).total_seconds()

@@ -378,7 +378,7 @@ def test_a_stored_spec_parses_alone_like_the_whole_object(minimal: dict[str, Any
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(list(Action)), min_size=1, max_size=5), st.booleans())
+@given(st.lists(st.sampled_from(domain.LADDER_ORDER), min_size=1, max_size=5), st.booleans())
 def test_a_ladder_is_valid_exactly_when_it_climbs(actions: list[Action], hold: bool) -> None:
     """Property: accepted iff strictly increasing in LADDER_ORDER (and it says how it ends)."""
     spec: dict[str, Any] = {
@@ -402,6 +402,42 @@ def test_a_ladder_is_valid_exactly_when_it_climbs(actions: list[Action], hold: b
             policy_parsing.parse_spec(spec, name="p")
         assert all(e.path.startswith("spec.faults[0].") for e in caught.value.errors)
         assert any(e.path.endswith(".action") for e in caught.value.errors) is not climbs
+
+
+def test_validate_is_not_a_rung_and_is_configured_in_spec_validation(
+    minimal: dict[str, Any],
+) -> None:
+    ladder = [{"action": "Cordon"}, {"action": "Reboot"}, {"action": "Validate"}]
+    errors = messages(_with_fault(minimal, ladder=ladder, onExhausted="Hold"))
+    assert set(errors) == {"spec.faults[0].ladder[2].action"}
+    assert "Validate is not a ladder step" in errors["spec.faults[0].ladder[2].action"]
+    assert "spec.validation" in errors["spec.faults[0].ladder[2].action"]
+
+
+def test_validation_is_parsed_with_its_level_given_to_the_job(minimal: dict[str, Any]) -> None:
+    spec = minimal["spec"]
+    given_spec = {**spec, "validation": {"after": ["Reboot"], "level": 3, "timeout": "45m"}}
+    validation = policy_parsing.parse_spec(given_spec, name="p").validation
+    assert validation is not None
+    assert validation.after == frozenset({Action.Reboot})
+    assert validation.timeout == timedelta(minutes=45)
+    assert validation.executor.env == {"REMEDIATION_DIAG_LEVEL": "3"}
+    default = policy_parsing.parse_spec({**spec, "validation": {}}, name="p").validation
+    assert default is not None
+    assert default.after == frozenset({Action.GPUReset, Action.Reboot})
+    assert default.level == 2
+    assert policy_parsing.parse_spec(spec, name="p").validation is None
+
+
+def test_validation_after_lists_in_place_repairs_only(minimal: dict[str, Any]) -> None:
+    minimal["spec"]["validation"] = {"after": ["Reboot", "Replace"]}
+    errors = messages(minimal)
+    assert set(errors) == {"spec.validation.after[1]"}
+    assert "only the in-place repairs GPUReset and Reboot" in errors["spec.validation.after[1]"]
+    minimal["spec"]["validation"] = {"after": ["Reboot", "Reboot"]}
+    assert messages(minimal) == {"spec.validation.after[1]": "Reboot is listed twice"}
+    minimal["spec"]["validation"] = {"level": 9}
+    assert set(messages(minimal)) == {"spec.validation.level"}
 
 
 def test_a_ladder_longer_than_the_actions_is_refused_as_a_whole(minimal: dict[str, Any]) -> None:

@@ -174,7 +174,7 @@ def test_the_operator_turns_the_shipped_templates_into_valid_jobs(
     tools: chart_check.Tools, rendered: dict[str, list[Document]], tmp_path: Path
 ) -> None:
     from remediation_operator.domain.policy import Action
-    from remediation_operator.k8s import executors
+    from remediation_operator.k8s import executors, names
 
     shipped = tmp_path / "job-templates"
     shipped.mkdir()
@@ -186,7 +186,7 @@ def test_the_operator_turns_the_shipped_templates_into_valid_jobs(
     for file_name, text in config_map["data"].items():
         (shipped / file_name).write_text(text)
     templates = executors.load_templates(str(shipped))
-    assert set(templates) == {Action.GPUReset, Action.Reboot}
+    assert set(templates) == {Action.GPUReset, Action.Reboot, Action.Validate, Action.Diagnose}
     jobs = [
         executors.job_manifest(
             template,
@@ -195,9 +195,21 @@ def test_the_operator_turns_the_shipped_templates_into_valid_jobs(
             remediation="gpu-17-20261130t1102",
             action=action,
             attempt=1,
+            env={"REMEDIATION_DIAG_LEVEL": "3"} if action is Action.Validate else None,
+            claim="gpu-diagnostics" if action is Action.Diagnose else None,
         )
         for action, template in templates.items()
     ]
+    (validate,) = [j for j in jobs if j["metadata"]["labels"][names.ACTION_LABEL] == "Validate"]
+    (container,) = validate["spec"]["template"]["spec"]["containers"]
+    assert {"name": "REMEDIATION_DIAG_LEVEL", "value": "3"} in container["env"]
+    (diagnose,) = [j for j in jobs if j["metadata"]["labels"][names.ACTION_LABEL] == "Diagnose"]
+    pod = diagnose["spec"]["template"]["spec"]
+    assert {"name": "diagnostics", "persistentVolumeClaim": {"claimName": "gpu-diagnostics"}} in (
+        pod["volumes"]
+    )
+    (container,) = pod["containers"]
+    assert {"name": "diagnostics", "mountPath": "/diagnostics"} in container["volumeMounts"]
     chart_check.validate_builtin(tools, jobs, tmp_path, "operator-jobs")
     for job in jobs:
         pod = job["spec"]["template"]["spec"]

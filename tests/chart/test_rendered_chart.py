@@ -266,7 +266,7 @@ def test_gpu_reset_job_resets_through_the_nvidia_toolkit(
     rendered: dict[str, list[Document]],
 ) -> None:
     jobs = chart_check.job_templates(rendered["default"])
-    assert set(jobs) == {"gpu-reset.yaml", "reboot.yaml"}
+    assert set(jobs) == {"gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"}
     job = jobs["gpu-reset.yaml"]
     assert job["apiVersion"] == "batch/v1"
     assert job["kind"] == "Job"
@@ -452,6 +452,10 @@ def test_executor_images_can_come_from_a_mirror_pinned_by_digest(
         "gpu-reset.yaml": "mirror.example.com/nvidia/cuda:12.8.1-base-ubuntu24.04@sha256:"
         + "1" * 64,
         "reboot.yaml": "mirror.example.com/library/debian:12.12-slim@sha256:" + "2" * 64,
+        "validate.yaml": "mirror.example.com/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:"
+        + "3" * 64,
+        "diagnose.yaml": "mirror.example.com/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:"
+        + "4" * 64,
     }
     reset_pod = jobs["gpu-reset.yaml"]["spec"]["template"]["spec"]
     assert "runtimeClassName" not in reset_pod
@@ -512,3 +516,36 @@ def test_people_get_view_edit_and_approver_roles_the_operator_is_not_bound_to(
     assert ("remediation.gpuops.io", "remediationpolicies", "patch") not in approver
     bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
     assert bound == {"remediation-operator", "remediation-operator-executor"}
+
+
+def test_validation_job_runs_dcgm_diagnostics_at_the_policys_level(
+    rendered: dict[str, list[Document]],
+) -> None:
+    """The shipped validation (spec.validation without a jobTemplate): nvidia-smi checks, then
+    `dcgmi diag -r` at the level the operator puts in REMEDIATION_DIAG_LEVEL (D37)."""
+    job = chart_check.job_templates(rendered["default"])["validate.yaml"]
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (container,) = pod["containers"]
+    assert container["image"] == "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
+    script = container["args"][0]
+    assert 'dcgmi diag -r "${REMEDIATION_DIAG_LEVEL:-2}"' in script
+    assert "nvidia-smi --query-gpu" in script
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+
+
+def test_diagnostics_job_collects_the_bug_report_kernel_log_and_dcgm_output(
+    rendered: dict[str, list[Document]],
+) -> None:
+    """The shipped diagnostics before Reboot/Replace (spec.diagnostics without a jobTemplate)
+    write to REMEDIATION_DIAGNOSTICS_DIR, the claim the operator mounts (D39)."""
+    job = chart_check.job_templates(rendered["default"])["diagnose.yaml"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True
+    (container,) = pod["containers"]
+    script = container["args"][0]
+    assert 'out="${REMEDIATION_DIAGNOSTICS_DIR:-/tmp/diagnostics}"' in script
+    for part in ("nvidia-bug-report.sh", "journalctl -k", "dcgmi diag -r 1", "nvidia-smi -q"):
+        assert part in script

@@ -19,6 +19,8 @@ FREE_FORM = {
     "nodeSelector",
     "jobTemplates.gpuReset.resources",
     "jobTemplates.reboot.resources",
+    "jobTemplates.validate.resources",
+    "jobTemplates.diagnose.resources",
     "defaultPolicy.spec",
     "serviceMonitor.labels",
     "grafanaDashboard.labels",

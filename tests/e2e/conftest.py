@@ -94,7 +94,7 @@ async def launch_operator(
     timings, the test Job templates), against whatever server `kubeconfig` names."""
     templates = tmp / "job-templates"
     templates.mkdir(exist_ok=True)
-    for file in ("gpu-reset.yaml", "reboot.yaml"):
+    for file in ("gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"):
         (templates / file).write_text(yaml.safe_dump(JOB_TEMPLATE))
     port = free_port()
     log = tmp / f"operator-{identity}-{number}.log"

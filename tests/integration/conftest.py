@@ -196,7 +196,7 @@ class Cluster:
         self.api.write_kubeconfig(kubeconfig, user=identity)
         templates = self.tmp / "job-templates"
         templates.mkdir(exist_ok=True)
-        for file in ("gpu-reset.yaml", "reboot.yaml"):
+        for file in ("gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"):
             (templates / file).write_text(yaml.safe_dump(JOB_TEMPLATE))
         port = free_port()
         log = self.tmp / f"operator-{identity}-{len(self.operators)}.log"

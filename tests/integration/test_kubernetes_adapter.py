@@ -13,10 +13,19 @@ import yaml
 
 from remediation_emulator import apiserver
 from remediation_emulator.apiserver import ApiServer
+from remediation_operator.domain.effects import DrainPlan
 from remediation_operator.domain.fleet import Progress
-from remediation_operator.domain.policy import Action, ActionExecutor, Executor, ReplaceProvider
+from remediation_operator.domain.policy import (
+    Action,
+    ActionExecutor,
+    Executor,
+    PodHandling,
+    PodRule,
+    ReplaceProvider,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
+from remediation_operator.domain.selectors import LabelSelector
 from remediation_operator.engine.ports import Conflict, NotFound, Refused
 from remediation_operator.handlers.cluster_port import KubernetesCluster
 from remediation_operator.handlers.record_port import KubernetesRecords
@@ -434,3 +443,49 @@ async def test_events_are_deduplicated_with_a_count(api: ApiServer, client: Clie
         "uid": "uid-1",
     }
     assert by_reason["DrainBlockedByPDB"]["reportingInstance"] == "operator-a"
+
+
+async def test_drain_plan_waits_deletes_after_the_wait_and_can_spare_cpu_pods(
+    api: ApiServer, client: Client
+) -> None:
+    """Workload-aware drain (D38): a pod allowed to complete is neither evicted nor deleted but
+    counts as remaining; once its DeleteAfterTimeout wait is over it is deleted even though a
+    PodDisruptionBudget would refuse its eviction; a GPU-only plan leaves CPU pods alone."""
+    api.store.create("nodes", node("n1"))
+    gpu = {"limits": {"nvidia.com/gpu": "8"}}
+    for name, resources in (("trainer", gpu), ("shipper", {})):
+        body = pod(name, "n1", labels={"app": name})
+        body["spec"]["containers"][0]["resources"] = resources
+        api.store.create("pods", body, "training")
+        api.store.patch(
+            "pods",
+            name,
+            {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+            "training",
+            subresource="status",
+        )
+    api.store.create(
+        "poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": "training"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
+        },
+        "training",
+    )
+    cluster = KubernetesCluster(client, NAMESPACE)
+    rule = PodRule(PodHandling.DeleteAfterTimeout, selector=LabelSelector({"app": "trainer"}))
+    gpu_only = DrainPlan((rule,), frozenset(), gpu_only=True)
+
+    waiting = await cluster.evict("n1", False, gpu_only)
+    assert waiting.remaining == 1  # the trainer, waiting; the CPU pod is not this drain's
+    assert "1 allowed to complete first" in waiting.message
+    assert not [e for e in api.request_log if e.resource == "pods" and e.verb == "delete"]
+    assert not [e for e in api.request_log if e.subresource == "eviction"]
+
+    over = DrainPlan((rule,), frozenset({0}), gpu_only=True)
+    await cluster.evict("n1", False, over)
+    deleted = [e.name for e in api.request_log if e.verb == "delete" and e.resource == "pods"]
+    assert deleted == ["trainer"]
+    assert api.store.find("pods", "shipper", "training") is not None

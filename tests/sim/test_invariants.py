@@ -62,6 +62,18 @@ def state(
         (Action.Cordon,),
         (Action.Cordon, Action.Drain, Action.Drain, Action.GPUReset),
         (Action.Cordon, Action.Drain, Action.GPUReset, Action.Reboot, Action.Replace),
+        # Validation after a repair and diagnostics before a destructive step are not rungs.
+        (
+            Action.Cordon,
+            Action.Drain,
+            Action.GPUReset,
+            Action.Validate,
+            Action.Diagnose,
+            Action.Reboot,
+            Action.Validate,
+            Action.Diagnose,
+            Action.Replace,
+        ),
     ],
 )
 def test_a_ladder_climbed_in_order_passes(actions: tuple[Action, ...]) -> None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.domain.policy import Action, Diagnostics, Policy, Validation
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.sim import losses, report, study
@@ -238,3 +238,39 @@ def test_each_lost_instant_has_one_stage(facts: dict[str, object], expected: Sta
         "planner_reason": None,
     }
     assert losses.classify(**{**base, **facts}) is expected  # type: ignore[arg-type]
+
+
+def test_validation_after_repairs_is_charged_to_its_own_stage_and_catches_unfixed_faults(
+    mix: FaultMix, graduated: Policy
+) -> None:
+    """D37: with `validation`, every repair is followed by a validation Job whose time is lost
+    to the validation stage; a failing one sends the host on up the ladder at once."""
+    checked = replace(graduated, validation=Validation())
+    without = run(graduated, mix)
+    r = run(checked, mix)
+    assert without.lost_by_stage.get(Stage.Validation.value, 0) == 0
+    validated = r.lost_by_stage.get(Stage.Validation.value, 0)
+    assert validated > 0
+    # The mix's durations bound the charge: at most 5 minutes per validation run.
+    low = mix.validation.duration.low.total_seconds() / 3600
+    assert validated >= low  # at least one validation ran its minimum
+    sure = replace(mix, validation=replace(mix.validation, catches=1.0))
+    never = replace(mix, validation=replace(mix.validation, catches=0.0))
+    caught, missed = run(checked, sure), run(checked, never)
+    # A validation that catches an unfixed fault climbs at once; one that misses it leaves the
+    # node waiting out the repair's `escalateAfter` (charged to validation, its last step).
+    assert (
+        caught.lost_by_stage[Stage.Validation.value] < missed.lost_by_stage[Stage.Validation.value]
+    )
+    assert caught.lost_node_hours < missed.lost_node_hours
+
+
+def test_diagnostics_before_reboot_and_replace_are_charged_to_their_own_stage(
+    mix: FaultMix, graduated: Policy
+) -> None:
+    """D39: the Diagnose Job before a destructive step runs for the mix's `diagnostics` time,
+    charged to the diagnostics stage; without `diagnostics` nothing is."""
+    without = run(graduated, mix)
+    r = run(replace(graduated, diagnostics=Diagnostics("s3://bucket/gpu")), mix)
+    assert without.lost_by_stage.get(Stage.Diagnostics.value, 0) == 0
+    assert r.lost_by_stage.get(Stage.Diagnostics.value, 0) > 0

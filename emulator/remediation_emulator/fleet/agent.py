@@ -38,7 +38,7 @@ INJECT_ERROR = "sandbox.gpuops.io/inject-fault-error"
 CLEAR_VALUES = frozenset({"none", "clear", ""})
 REQUEST = "remediation.gpuops.io/agent-request"
 ACK = "remediation.gpuops.io/agent-ack"
-ACTIONS = ("GPUReset", "Reboot")
+ACTIONS = ("GPUReset", "Reboot", "Validate", "Diagnose")
 
 _EPSILON = 0.01
 """Wake slightly after a deadline so that `now >= deadline` holds when the key is processed."""
@@ -120,6 +120,11 @@ class NodeAgent:
         self.controller.enqueue(node)
         return ran
 
+    def validate(self, node: str) -> bool:
+        """Run the validation (DCGM diagnostics) now: it fails while the fault is shown, and
+        after a repair that left a `validation_fails` class latent."""
+        return health.validates(self._current(node))
+
     def reboot(self, node: str) -> bool:
         """Start a reboot: NotReady for `reboot_duration`, then a new bootID and Ready."""
         current = self._current(node)
@@ -183,6 +188,11 @@ class NodeAgent:
         if action is None:
             log.warning("malformed agent request %r; answering Failed", request)
             return replace(h, pending_ack=f"{request}:Failed")
+        if action == "Validate":
+            verdict = "Succeeded" if health.validates(h) else "Failed"
+            return replace(h, pending_ack=f"{request}:{verdict}")
+        if action == "Diagnose":
+            return replace(h, pending_ack=f"{request}:Succeeded")  # the reports are written
         if action == "GPUReset":
             until = now + timedelta(seconds=self._config.reset_duration)
             return replace(h, request=request, resetting_until=until)

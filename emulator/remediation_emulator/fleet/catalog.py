@@ -35,6 +35,9 @@ class FaultClass:
     clears_by_itself: bool = False
     silent: bool = False
     """The agent stops heartbeating instead of reporting a condition."""
+    validation_fails: bool = False
+    """A repair that clears the condition leaves the fault latent: the validation Job after it
+    (DCGM diagnostics) still fails, as a GPU with a pending row-remap failure does."""
     weight: int = 1
     """Relative frequency for the random injector."""
 
@@ -50,6 +53,7 @@ _FIELDS = {
     "reset_fails": bool,
     "clears_by_itself": bool,
     "silent": bool,
+    "validation_fails": bool,
     "weight": int,
 }
 _REQUIRED = ("name", "summary", "bucket", "reason", "message", "reset_clears", "reboot_clears")

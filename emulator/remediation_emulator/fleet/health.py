@@ -68,6 +68,9 @@ class NodeHealth:
     pending_ack: str | None = None
     """An acknowledgement to write once the node can (after a reboot, when Ready again)."""
     transitions: Mapping[str, Transition] = field(default_factory=dict)
+    latent: FaultClass | None = None
+    """A fault a repair hid from the conditions but not fixed (`validation_fails`): only a
+    validation Job finds it."""
 
     @property
     def rebooting(self) -> bool:
@@ -167,11 +170,23 @@ def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datet
 
 
 def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:
-    return settle(replace(health, fault=fault, fault_since=now), now)
+    return settle(replace(health, fault=fault, fault_since=now, latent=None), now)
 
 
 def clear(health: NodeHealth, now: datetime) -> NodeHealth:
-    return settle(replace(health, fault=None, fault_since=None), now)
+    return settle(replace(health, fault=None, fault_since=None, latent=None), now)
+
+
+def _repaired(health: NodeHealth, now: datetime) -> NodeHealth:
+    """A repair cleared the condition; a `validation_fails` class stays latent."""
+    fault = health.fault
+    latent = fault if fault is not None and fault.validation_fails else None
+    return settle(replace(health, fault=None, fault_since=None, latent=latent), now)
+
+
+def validates(health: NodeHealth) -> bool:
+    """Whether a validation Job (DCGM diagnostics) passes now: no fault, shown or latent."""
+    return not health.rebooting and health.fault is None and health.latent is None
 
 
 def _chance(default: float, override: float | None) -> float:
@@ -189,7 +204,7 @@ def gpu_reset(
     if fault.reset_fails:
         return health, False
     if rng.random() < _chance(fault.reset_clears, clears):
-        return clear(health, now), True
+        return _repaired(health, now), True
     return health, True
 
 
@@ -208,7 +223,7 @@ def finish_reboot(
     """The node is back: a new bootID, Ready again, the fault gone with the reboot chance."""
     back = replace(health, rebooting_until=None, boot_id=boot_id)
     if back.fault is not None and rng.random() < _chance(back.fault.reboot_clears, clears):
-        back = replace(back, fault=None, fault_since=None)
+        return _repaired(back, now)
     return settle(back, now)
 
 

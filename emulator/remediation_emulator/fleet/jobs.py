@@ -5,8 +5,11 @@ A Job whose pod template names its node (`spec.nodeName`, or a nodeSelector on
 a configured time and then succeeds or fails; a failure is retried up to `backoffLimit` as the
 Job controller retries pods. The operator's executor Jobs carry the label
 `remediation.gpuops.io/action`; when one succeeds its effect is applied to the node through the
-node agent (GPUReset: reset the GPUs; Reboot: reboot the node). Finished Jobs with
-`ttlSecondsAfterFinished` are deleted when it expires (the TTL-after-finished controller).
+node agent (GPUReset: reset the GPUs; Reboot: reboot the node; Validate: the Job passes only
+if the node shows no fault and no repair left one latent, `FaultClass.validation_fails`;
+Diagnose: the reports are written, it succeeds).
+Finished Jobs with `ttlSecondsAfterFinished` are deleted when it expires (the
+TTL-after-finished controller).
 
 No Pods are created for these Jobs: the operator watches the Job, not its pods, and a pod
 would only add traffic. Conditions follow Kubernetes 1.31+: `SuccessCriteriaMet` then
@@ -349,6 +352,8 @@ class JobRunner:
             return self._agent.gpu_reset(node_name)
         if action == "Reboot":
             return self._agent.reboot(node_name)
+        if action == "Validate":
+            return self._agent.validate(node_name)
         return True
 
     async def _status(self, job: Obj, body: dict[str, Any]) -> None:

@@ -1,0 +1,114 @@
+"""Validation before return to service: an active check after an in-place repair.
+
+Passive probation (`recovery.healthyFor`) only shows that the agent reports no fault; a GPU
+that a reset or reboot brought back can still fail its first real load (NVIDIA's guidance is
+to run DCGM diagnostics after a repair). With a policy `validation`, a GPUReset or Reboot that
+succeeded is followed by a Validate step: a Job pinned to the node (DCGM diagnostics by
+default). It is not a rung of the ladder (a ladder never goes down, and the check follows
+either repair), so the incident's position stays the repair it checks (`reached`).
+
+Pass: the step ends Succeeded and the incident goes on as after the repair (probation, then
+release, if the fault is absent). Fail or timeout: the step ends PermanentFailure, which is
+positive evidence observed now (the evidence gate accepts it, `caught`), and the ladder
+climbs at once, even when the node's condition shows no fault.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from remediation_operator.domain import gates, matching, messages
+from remediation_operator.domain.actions import ACTIONS, Start
+from remediation_operator.domain.closing import blocked
+from remediation_operator.domain.context import Context
+from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.policy import LADDER_ORDER, Action, Policy, Step
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
+
+
+def step_for(policy: Policy, action: Action) -> Step:
+    """The Step a running Validate or Diagnose is judged by (its timeout); other actions off
+    the ladder get a Step with no limit, as before."""
+    if action is Action.Validate and policy.validation is not None:
+        return Step(Action.Validate, timeout=policy.validation.timeout, retries=0)
+    if action is Action.Diagnose and policy.diagnostics is not None:
+        return Step(Action.Diagnose, timeout=policy.diagnostics.timeout, retries=0)
+    return Step(action)
+
+
+def reached(state: RemediationState) -> Action:
+    """The ladder action the incident reached: for a Validate step, the repair it checks; for
+    a Diagnose step, the rung before the step it precedes."""
+    assert state.step is not None
+    if state.step in LADDER_ORDER:
+        return state.step
+    for record in reversed(state.steps):
+        if record.action in LADDER_ORDER:
+            return record.action
+    raise AssertionError(f"{state.name}: a {state.step} with no rung before it")
+
+
+def due(ctx: Context, state: RemediationState) -> bool:
+    """The current step is an in-place repair the policy validates, and it succeeded."""
+    config = ctx.policy.validation
+    return (
+        config is not None
+        and not state.dry_run
+        and not ctx.dry_run
+        and state.step in config.after
+        and state.step_outcome is Outcome.Succeeded
+    )
+
+
+def caught(state: RemediationState) -> bool:
+    """The incident's last record is a failed validation: the ladder climbs even if the
+    node's condition shows no fault (the evidence gate accepts it too)."""
+    return gates.failed_validation(state)
+
+
+def begin(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    found: matching.Match | None,
+) -> tuple[RemediationState, bool]:
+    """Start the validation of the repair that just succeeded (unless a gate holds it)."""
+    config = ctx.policy.validation
+    assert config is not None
+    repaired = reached(state)
+    hold = gates.first_hold(ctx, gates.Request(state, node, Action.Validate, found))
+    if hold is not None:
+        return blocked(ctx, state, Action.Validate, hold.reason, hold.why, hold.until)
+    now = ctx.now
+    meaning = ACTIONS[Action.Validate]
+    # Each validation of the incident is its own Job (a reset's and a reboot's never share a
+    # name): the attempt counts the incident's validations.
+    attempt = sum(1 for r in state.steps if r.action is Action.Validate) + 1
+    ctx.mutate(meaning.start(Start(node.name, state.name, attempt, ctx.policy)))
+    limit = now + config.timeout
+    check = min(now + meaning.pace(now, now), limit)
+    message = messages.validation_started(repaired, messages.waits(check, limit, now))
+    record = StepRecord(Action.Validate, attempt, now, Reason.ValidationStarted, message)
+    started = replace(
+        state,
+        phase=Phase.Running,
+        reason=Reason.ValidationStarted,
+        message=message,
+        step=Action.Validate,
+        attempt=attempt,
+        step_started_at=now,
+        step_finished_at=None,
+        step_outcome=None,
+        steps=(*state.steps, record),
+        next_check_at=check,
+    )
+    ctx.announce(started, Reason.ValidationStarted, message, action=Action.Validate)
+    return started, True
+
+
+def took(record: StepRecord) -> timedelta:
+    """How long a finished validation ran."""
+    assert record.finished_at is not None
+    return record.finished_at - record.started_at
