@@ -15,15 +15,13 @@ Like Validate, it is not a rung: the incident's position stays the step before i
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from remediation_operator.domain import messages
+from remediation_operator.domain import messages, stage
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import Phase, RemediationState, StepRecord
+from remediation_operator.domain.remediation import RemediationState
 
 
 def due(ctx: Context, state: RemediationState, action: Action, attempt: int, resume: bool) -> bool:
@@ -62,21 +60,15 @@ def begin(
     limit = now + config.timeout
     check = min(now + meaning.pace(now, now), limit)
     message = messages.diagnosing(target, location, messages.waits(check, limit, now))
-    record = StepRecord(
-        Action.Diagnose, attempt, now, Reason.CollectingDiagnostics, message, location=location
-    )
-    started = replace(
+    started = stage.accompany(
         state,
-        phase=Phase.Running,
-        reason=Reason.CollectingDiagnostics,
-        message=message,
-        step=Action.Diagnose,
-        attempt=attempt,
-        step_started_at=now,
-        step_finished_at=None,
-        step_outcome=None,
-        steps=(*state.steps, record),
-        next_check_at=check,
+        Action.Diagnose,
+        attempt,
+        now,
+        Reason.CollectingDiagnostics,
+        message,
+        check,
+        location=location,
     )
     ctx.announce(started, Reason.CollectingDiagnostics, message, action=Action.Diagnose)
     return started, True

@@ -10,9 +10,13 @@ silent corruption of state.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 from enum import StrEnum
 
-from remediation_operator.domain.remediation import Outcome, RemediationState
+from remediation_operator.domain.policy import Action
+from remediation_operator.domain.reasons import Reason
+from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
 
 
 class Stage(StrEnum):
@@ -77,3 +81,31 @@ def check(before: RemediationState, after: RemediationState) -> Stage:
     if new not in TRANSITIONS[old]:
         raise IllegalTransitionError(f"{before.name}: {old} may not move to {new}")
     return new
+
+
+def accompany(
+    state: RemediationState,
+    action: Action,
+    attempt: int,
+    now: datetime,
+    reason: Reason,
+    message: str,
+    check: datetime,
+    location: str = "",
+) -> RemediationState:
+    """Enter Running with a step that accompanies a rung (Validate after a repair, Diagnose
+    before one): a new record, the rung's ladder position kept."""
+    record = StepRecord(action, attempt, now, reason, message, location=location)
+    return replace(
+        state,
+        phase=Phase.Running,
+        reason=reason,
+        message=message,
+        step=action,
+        attempt=attempt,
+        step_started_at=now,
+        step_finished_at=None,
+        step_outcome=None,
+        steps=(*state.steps, record),
+        next_check_at=check,
+    )

@@ -15,17 +15,16 @@ climbs at once, even when the node's condition shows no fault.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
-from remediation_operator.domain import gates, matching, messages
+from remediation_operator.domain import gates, matching, messages, stage
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import LADDER_ORDER, Action, Policy, Step
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
+from remediation_operator.domain.remediation import Outcome, RemediationState, StepRecord
 
 
 def step_for(policy: Policy, action: Action) -> Step:
@@ -90,19 +89,8 @@ def begin(
     limit = now + config.timeout
     check = min(now + meaning.pace(now, now), limit)
     message = messages.validation_started(repaired, messages.waits(check, limit, now))
-    record = StepRecord(Action.Validate, attempt, now, Reason.ValidationStarted, message)
-    started = replace(
-        state,
-        phase=Phase.Running,
-        reason=Reason.ValidationStarted,
-        message=message,
-        step=Action.Validate,
-        attempt=attempt,
-        step_started_at=now,
-        step_finished_at=None,
-        step_outcome=None,
-        steps=(*state.steps, record),
-        next_check_at=check,
+    started = stage.accompany(
+        state, Action.Validate, attempt, now, Reason.ValidationStarted, message, check
     )
     ctx.announce(started, Reason.ValidationStarted, message, action=Action.Validate)
     return started, True
