@@ -72,7 +72,7 @@ def evidence_predates(last: Action, seen: datetime, ended: datetime, now: dateti
     return (
         f"the fault was last seen changing at {clock(seen, now)}, before {last} ended at"
         f" {clock(ended, now)}; a disruptive step needs the fault reported again after the"
-        " previous one"
+        " previous one, and the agent's next report wakes it"
     )
 
 
@@ -80,7 +80,7 @@ def evidence_not_renewed(last: Action, ended: datetime, now: datetime) -> str:
     return (
         f"the fault's condition has not been reported again since {last} ended at"
         f" {clock(ended, now)} (same heartbeat and transition); a disruptive step needs the"
-        " fault reported again after the previous one"
+        " fault reported again after the previous one, and the agent's next report wakes it"
     )
 
 
