@@ -24,7 +24,7 @@ from remediation_operator.domain.effects import (
     RunExecutor,
 )
 from remediation_operator.domain.fleet import NodeView, Progress, StepObservation
-from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.domain.policy import DISRUPTIVE, Action, Policy
 from remediation_operator.domain.remediation import Outcome, RemediationState
 
 PACE_BASE = timedelta(seconds=10)
@@ -93,8 +93,6 @@ def _reported(
 @dataclass(frozen=True)
 class Meaning:
     action: Action
-    disruptive: bool
-    """Takes work away from the node: budgets, rate limit and the evidence gate apply."""
     in_place: bool
     """Disruptive but keeps the node: protected from Karpenter's consolidation meanwhile."""
     start: Callable[[Start], Effect]
@@ -108,6 +106,12 @@ class Meaning:
     """Not a rung of the ladder but work around a step already admitted (Validate after a
     repair, Diagnose before one): it adds no disruption, so the circuit breaker does not hold
     it (the node stays cordoned)."""
+
+    @property
+    def disruptive(self) -> bool:
+        """Takes work away from the node: budgets, rate limit and the evidence gate apply
+        (`policy.DISRUPTIVE`, the one list the API and budgets read too)."""
+        return self.action in DISRUPTIVE
 
     def pace(self, started_at: datetime, now: datetime) -> timedelta:
         """How long until the next look at a running step of this action."""
@@ -123,7 +127,6 @@ def _executor(start: Start, action: Action) -> Effect:
 ACTIONS: Mapping[Action, Meaning] = {
     Action.Cordon: Meaning(
         Action.Cordon,
-        disruptive=False,
         in_place=False,
         start=lambda s: Cordon(s.node),
         reissue=Reissue.Always,
@@ -131,7 +134,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.Drain: Meaning(
         Action.Drain,
-        disruptive=True,
         in_place=True,
         start=lambda s: Evict(s.node, force=s.force, plan=s.drain),
         reissue=Reissue.Always,
@@ -140,7 +142,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.GPUReset: Meaning(
         Action.GPUReset,
-        disruptive=True,
         in_place=True,
         start=lambda s: _executor(s, Action.GPUReset),
         reissue=Reissue.UntilStarted,
@@ -148,7 +149,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.Reboot: Meaning(
         Action.Reboot,
-        disruptive=True,
         in_place=True,
         start=lambda s: _executor(s, Action.Reboot),
         reissue=Reissue.UntilStarted,
@@ -156,7 +156,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.Replace: Meaning(
         Action.Replace,
-        disruptive=True,
         in_place=False,
         start=lambda s: Replace(s.node, s.policy.actions.replace),
         reissue=Reissue.UntilStarted,
@@ -164,7 +163,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.Validate: Meaning(
         Action.Validate,
-        disruptive=False,
         in_place=True,
         start=lambda s: _executor(s, Action.Validate),
         reissue=Reissue.UntilStarted,
@@ -173,7 +171,6 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
     Action.Diagnose: Meaning(
         Action.Diagnose,
-        disruptive=False,
         in_place=False,
         start=lambda s: _executor(s, Action.Diagnose),
         reissue=Reissue.UntilStarted,
