@@ -10,7 +10,7 @@ doing any work; it looks only at the fields a decision can depend on.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -185,10 +185,21 @@ def _watched_conditions(
 
 
 def _equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
-    """The two mappings hold the same keys, and the same values outside `skip`."""
-    if old.keys() != new.keys():
+    """The two mappings hold the same keys, and the same values outside `skip`.
+
+    A plain loop: it runs on every Node event, where a generator's setup cost more than the
+    comparisons (docs/performance.md)."""
+    if len(old) != len(new):
         return False
-    return all(key in skip or old[key] == value for key, value in new.items())
+    for key, value in new.items():
+        if key not in old:
+            return False
+        if key in skip:
+            continue
+        was = old[key]
+        if was is not value and was != value:
+            return False
+    return True
 
 
 def _beat_ends_staleness(
@@ -211,8 +222,14 @@ def classify(
     new: Mapping[str, Any] | None,
     watched_condition_types: Collection[str],
     stale_after: timedelta | None = None,
+    moved: Sequence[int] | None = None,
 ) -> Change:
     """What this Node update means: see `is_relevant_change` for RELEVANT, `Change` for the rest.
+
+    `moved`: the caller vouches that `new` differs from `old` only in these places of
+    `status.conditions` (and the resourceVersion): `handlers.node_trim.trim_against` says so
+    of a body it trimmed against the previous one. The update is then judged from them alone
+    (the node cache's path for every heartbeat), with the same answer as the full comparison.
 
     `stale_after` compares the new heartbeat with the old one only (two remote instants, never
     with our clock). The runtime's node cache passes None: it judges the end of a staleness
@@ -223,6 +240,10 @@ def classify(
     """
     if old is None or new is None:
         return Change.RELEVANT if old is not new else Change.UNSEEN
+    if moved is not None and stale_after is None:
+        quick = _judge_moved(old, new, moved, watched_condition_types)
+        if quick is not None:
+            return quick
     old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
     if old_meta.get("labels") != new_meta.get("labels"):
         return Change.RELEVANT
@@ -265,6 +286,37 @@ def classify(
     ):
         return Change.UNSEEN
     return Change.VIEW
+
+
+def _judge_moved(
+    old: Mapping[str, Any], new: Mapping[str, Any], moved: Sequence[int], watched: Collection[str]
+) -> Change | None:
+    """`classify`'s answer from the moved places alone; None: left to the full comparison.
+
+    A moved condition of a type no policy watches (nor Ready) changes nothing; a moved watched
+    one whose status and reason stayed, and which is the first of its type (the one `to_view`
+    reads), changes the view only."""
+    before = _mapping(old.get("status")).get("conditions")
+    after = _mapping(new.get("status")).get("conditions")
+    if type(before) is not list or type(after) is not list or len(before) != len(after):
+        return None
+    answer = Change.UNSEEN
+    for place in moved:  # (plain loops here: see `_equal_except`)
+        was, now = before[place], after[place]
+        if type(was) is not dict or type(now) is not dict:
+            return None
+        type_ = now.get("type")
+        if type(type_) is not str or type_ != was.get("type"):
+            return None
+        if type_ != READY and type_ not in watched:
+            continue
+        if now.get("status") != was.get("status") or now.get("reason") != was.get("reason"):
+            return None
+        for earlier in after[:place]:
+            if type(earlier) is dict and earlier.get("type") == type_:
+                return None  # not the first of its type: `to_view` reads another one
+        answer = Change.VIEW
+    return answer
 
 
 def is_relevant_change(

@@ -1,4 +1,4 @@
-"""The latest body of every Node, and the cheap test of whether an update matters.
+"""The latest body of every Node, trimmed, and the cheap test of whether an update matters.
 
 The Node watch delivers every update (heartbeats arrive every few seconds per node); the
 runtime keeps the newest body here and asks `engine.nodes.classify` before any other work, so
@@ -26,7 +26,7 @@ stale (`next_deadline`, `due`): the runtime wakes that node's policies then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from remediation_operator.engine import nodes as node_views
 from remediation_operator.engine.condition_clock import ConditionClock
 from remediation_operator.engine.node_index import NodeIndex
 from remediation_operator.engine.nodes import Change
+from remediation_operator.handlers import node_trim
 
 
 def _now() -> datetime:
@@ -107,13 +108,15 @@ class NodeCache:
         self._tracked = types | {node_views.READY}
 
     def update(self, body: Mapping[str, Any]) -> bool:
-        """Store the newest body; True when the change could alter a decision."""
+        """Store the newest body, trimmed (`handlers.node_trim`) against the one it replaces;
+        True when the change could alter a decision."""
         name = node_views.name_of(body)
         if not name:
             return False
         old = self._bodies.get(name)
+        body, moved = node_trim.trim_against(body, old)
         self._bodies[name] = body
-        change = node_views.classify(old, body, self._watched)
+        change = node_views.classify(old, body, self._watched, moved=moved)
         self.renewed = False
         if change is Change.UNSEEN:
             self._behind.add(name)  # (a view still to be built is built from the newest body)
@@ -135,17 +138,6 @@ class NodeCache:
         self._dirty.discard(name)
         self._behind.discard(name)
         return self._bodies.pop(name, None) is not None
-
-    def add_missing(self, bodies: Collection[Mapping[str, Any]]) -> None:
-        """Store listed nodes the watch has not delivered yet.
-
-        A node the watch already delivered is at least as fresh as a list taken while the
-        watch was running, so it is never replaced by the listed copy.
-        """
-        for body in bodies:
-            name = node_views.name_of(body)
-            if name and name not in self._bodies:
-                self.update(body)
 
     @property
     def views(self) -> Mapping[str, NodeView]:

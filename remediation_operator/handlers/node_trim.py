@@ -48,16 +48,19 @@ KEPT_METADATA = (
 KEPT_SPEC = ("unschedulable", "taints", "providerID")
 KEPT_ANNOTATION_PREFIXES = ("remediation.gpuops.io/", "karpenter.sh/")
 """Annotation keys the operator reads or writes on Nodes all start with one of these."""
-KEPT_TOP = ("apiVersion", "kind")
 
 
 def _pick(source: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    return {k: source[k] for k in keys if k in source}
+    # Loops, not comprehensions, here and below: this runs for every Node event, and on
+    # Python 3.11 each comprehension is a function call of its own (docs/performance.md).
+    out = {}
+    for key in keys:
+        if key in source:
+            out[key] = source[key]
+    return out
 
 
-def _shared(value: object) -> object:
-    """The one shared copy of a string (`sys.intern`); anything else as it is."""
-    return sys.intern(value) if type(value) is str else value
+_intern = sys.intern
 
 
 def _strings(value: object) -> object:
@@ -68,49 +71,161 @@ def _strings(value: object) -> object:
     copies: shared, a trimmed real-size Node takes about 4 KB of memory instead of 10."""
     if not isinstance(value, Mapping):
         return value
-    return {_shared(k): _shared(v) for k, v in value.items()}
-
-
-def _annotations(value: object) -> object:
-    if not isinstance(value, Mapping):
-        return value  # odd content: `engine.nodes` treats it as no annotations, as before
     return {
-        _shared(k): _shared(v)
+        (_intern(k) if type(k) is str else k): (_intern(v) if type(v) is str else v)
         for k, v in value.items()
-        if isinstance(k, str) and k.startswith(KEPT_ANNOTATION_PREFIXES)
     }
 
 
-def trim(body: Mapping[str, Any]) -> dict[str, Any]:
+def _annotations(value: object, before: object) -> object:
+    """Our group's and Karpenter's annotations (`before`'s dict when they did not change)."""
+    if not isinstance(value, Mapping):
+        return value  # odd content: `engine.nodes` treats it as no annotations, as before
+    kept = {}
+    for key, note in value.items():
+        if type(key) is str and key.startswith(KEPT_ANNOTATION_PREFIXES):
+            kept[key] = note
+    if before is not None and kept == before:
+        return before
+    return _strings(kept)
+
+
+def _conditions(raw: object, before: object) -> tuple[object, tuple[int, ...] | None]:
+    """The conditions with shared strings, the ones equal to `before`'s at the same place
+    being `before`'s objects (a heartbeat rebuilds one condition, not all of them); and the
+    places that moved, when the two lists can be compared place by place (else None)."""
+    if type(raw) is not list:
+        return raw, None
+    if type(before) is not list or len(before) != len(raw):
+        return [_strings(c) for c in raw], None
+    out: list[object] = []
+    moved: list[int] = []
+    for place, (new, old) in enumerate(zip(raw, before, strict=True)):
+        if new == old:
+            out.append(old)
+        else:
+            out.append(_strings(new))
+            moved.append(place)
+    return (out, tuple(moved)) if moved else (before, ())
+
+
+def trim(body: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A new, smaller Node body holding only the fields listed in the module docstring.
 
-    Never raises: a part that is not a mapping is kept as it is (the readers ignore it)."""
-    out = _pick(body, KEPT_TOP)
+    `previous`: the node's last trimmed body, if any: see `trim_against`."""
+    return trim_against(body, previous)[0]
+
+
+Moved = tuple[int, ...]
+"""Places in `status.conditions` whose condition changed (`trim_against`)."""
+
+
+def trim_against(
+    body: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], Moved | None]:
+    """`body` trimmed, and what moved since `previous` (the node's last trimmed body).
+
+    Parts equal to `previous`'s are `previous`'s objects (labels, annotations, spec, nodeInfo,
+    each condition): a heartbeat costs one rebuilt condition instead of a copy of every label
+    and condition. The second value is the places in `status.conditions` that changed, when
+    nothing else `engine.nodes` reads did (metadata but its resourceVersion, spec, nodeInfo,
+    the number of conditions); None when something else did, or there is no `previous`.
+    `engine.nodes.classify` then judges the update from those places alone. (Equal means
+    `==`: a field whose value turned from 1 to true would keep the 1; the API server's schema
+    never gives these fields either.)
+
+    Never raises: a part that is not a mapping is kept as it is (the readers ignore it).
+    Written for speed (it runs for every Node event): `type(x) is dict` before the slower
+    abstract-class check, loops rather than comprehensions (each of which is a function call
+    of its own on Python 3.11), no helper calls where a line does."""
+    before = previous if previous is not None else _EMPTY
+    same = previous is not None  # so far, nothing but conditions (and the version) moved
+    out: dict[str, Any] = {}
+    if "apiVersion" in body:
+        out["apiVersion"] = body["apiVersion"]
+    if "kind" in body:
+        out["kind"] = body["kind"]
     metadata = body.get("metadata")
-    if isinstance(metadata, Mapping):
+    if type(metadata) is dict or isinstance(metadata, Mapping):
+        known = before.get("metadata")
+        if type(known) is not dict:
+            known = _EMPTY
+            same = False
         kept = _pick(metadata, KEPT_METADATA)
         if "labels" in kept:
-            kept["labels"] = _strings(kept["labels"])
+            labels = known.get("labels")
+            if labels is None or kept["labels"] != labels:
+                labels = _strings(kept["labels"])
+                same = False
+            kept["labels"] = labels
         if "annotations" in metadata:
-            kept["annotations"] = _annotations(metadata["annotations"])
+            notes = known.get("annotations")
+            kept["annotations"] = _annotations(metadata["annotations"], notes)
+            if kept["annotations"] is not notes:
+                same = False
+        if same:
+            same = _same_metadata(kept, known)
         out["metadata"] = kept
-    elif "metadata" in body:
-        out["metadata"] = metadata
+    else:
+        same = False
+        if "metadata" in body:
+            out["metadata"] = metadata
     spec = body.get("spec")
-    if isinstance(spec, Mapping):
-        out["spec"] = _pick(spec, KEPT_SPEC)
-    elif "spec" in body:
-        out["spec"] = spec
+    if type(spec) is dict or isinstance(spec, Mapping):
+        small = _pick(spec, KEPT_SPEC)
+        known = before.get("spec")
+        if known is not None and small == known:
+            small = known
+        else:
+            same = False
+        out["spec"] = small
+    else:
+        same = False
+        if "spec" in body:
+            out["spec"] = spec
+    moved: Moved | None = None
     status = body.get("status")
-    if isinstance(status, Mapping):
-        small: dict[str, Any] = {}
+    if type(status) is dict or isinstance(status, Mapping):
+        known = before.get("status")
+        if type(known) is not dict:
+            known = _EMPTY
+            same = False
+        small = {}
         if "conditions" in status:
-            raw = status["conditions"]
-            small["conditions"] = [_strings(c) for c in raw] if isinstance(raw, list) else raw
+            small["conditions"], moved = _conditions(status["conditions"], known.get("conditions"))
+        elif "conditions" in known:
+            same = False
         if "nodeInfo" in status:
             info = status["nodeInfo"]
-            small["nodeInfo"] = _pick(info, ("bootID",)) if isinstance(info, Mapping) else info
+            was = known.get("nodeInfo")
+            if type(info) is dict or isinstance(info, Mapping):
+                boot = {"bootID": info["bootID"]} if "bootID" in info else {}
+                info = was if was is not None and boot == was else boot
+            if info is not was:
+                same = False
+            small["nodeInfo"] = info
+        elif "nodeInfo" in known:
+            same = False
         out["status"] = small
-    elif "status" in body:
-        out["status"] = status
-    return out
+    else:
+        same = False
+        if "status" in body:
+            out["status"] = status
+    return out, (moved if same else None)
+
+
+def _same_metadata(kept: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
+    """The same keys, and the same values but for the resourceVersion (labels and
+    annotations were judged already: they are `known`'s objects when unchanged)."""
+    if len(kept) != len(known):
+        return False
+    for key, value in kept.items():
+        if key not in known:
+            return False
+        was = known[key]
+        if was is not value and key != "resourceVersion" and was != value:
+            return False
+    return True
+
+
+_EMPTY: Mapping[str, Any] = {}

@@ -19,7 +19,6 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from remediation_operator.handlers import node_trim
 from remediation_operator.k8s.client import ApiError, Client, path
 
 PAGE = 500
@@ -35,6 +34,9 @@ class NodeWatch:
         self._on_event = on_event
         self._log = log
         self._known: set[str] = set()
+        """Nodes handed over and not deleted since (a list reports the others as deleted)."""
+        self._version = ""
+        """The last resourceVersion the watch delivered (where a resumed watch starts)."""
         self.listed = asyncio.Event()
         """Set once the first full list has been handed over (the runtime's cache is synced)."""
 
@@ -54,43 +56,49 @@ class NodeWatch:
                 await asyncio.sleep(RESTART_DELAY)
 
     async def _list(self) -> str:
-        items: list[Mapping[str, Any]] = []
+        listed: set[str] = set()
         token, version = "", ""
         while True:
             query: dict[str, str | int] = {"limit": PAGE}
             if token:
                 query["continue"] = token
             page = await self._client.get(path("v1", "nodes"), **query)
-            # Trimmed as each page arrives: the full bodies are garbage before the next page.
-            items.extend(node_trim.trim(i) for i in page.get("items") or [] if isinstance(i, dict))
+            # Handed over as each page arrives: the consumer trims what it keeps, and the full
+            # bodies are garbage before the next page.
+            for body in page.get("items") or []:
+                if isinstance(body, dict) and _name(body):
+                    listed.add(_name(body))
+                    self._deliver("ADDED", body)
             metadata = page.get("metadata") or {}
             version = str(metadata.get("resourceVersion") or version)
             token = str(metadata.get("continue") or "")
             if not token:
                 break
-        listed = {_name(body): body for body in items if _name(body)}
         for name in [n for n in self._known if n not in listed]:
             self._deliver("DELETED", {"metadata": {"name": name}})
-        for body in listed.values():
-            self._deliver("ADDED", body)
         self.listed.set()
         return version
 
     async def _watch(self, version: str) -> str:
         """Stream events from `version`; returns the last version seen when the server ends
         the watch (its timeout), to resume from there."""
-        async for event in self._client.watch(
+        self._version = version
+        await self._client.watch_each(
             path("v1", "nodes"),
+            self._event,
             timeout_seconds=WATCH_SECONDS,
             resourceVersion=version,
             allowWatchBookmarks=True,
-        ):
-            body = event.get("object") or {}
-            version = str((body.get("metadata") or {}).get("resourceVersion") or version)
-            kind = event.get("type")
-            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                self._deliver(str(kind), node_trim.trim(body))
-        return version
+        )
+        return self._version
+
+    def _event(self, event: Mapping[str, Any]) -> None:
+        body = event.get("object") or {}
+        metadata = body.get("metadata") or {}
+        self._version = str(metadata.get("resourceVersion") or self._version)
+        kind = event.get("type")
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._deliver(kind, body)
 
     def _deliver(self, kind: str, body: Mapping[str, Any]) -> None:
         name = _name(body)

@@ -26,6 +26,7 @@ from remediation_emulator.apiserver import ApiServer
 from remediation_emulator.fleet import manifests
 from remediation_operator.engine import nodes
 from remediation_operator.handlers import node_trim
+from remediation_operator.handlers.node_cache import NodeCache
 from remediation_operator.handlers.node_watch import NodeWatch
 from remediation_operator.k8s import nodes as k8s_nodes
 from remediation_operator.k8s.client import Client
@@ -225,6 +226,87 @@ def test_the_per_event_filter_judges_trimmed_nodes_as_full_ones(
         assert trimmed is nodes.Change.UNSEEN  # trimming never makes more work
 
 
+@st.composite
+def conditions_moved(draw: st.DrawFn, old: dict[str, Any]) -> dict[str, Any]:
+    """`old` with only its conditions edited (and a new resourceVersion), as heartbeats and
+    agents do, sometimes in ways the fast path must hand to the full comparison."""
+    new = copy.deepcopy(old)
+    if isinstance(new.get("metadata"), dict):
+        new["metadata"]["resourceVersion"] = "42"
+    status = new.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if not isinstance(conditions, list) or not conditions:
+        return new
+    for _ in range(draw(st.integers(0, 3))):
+        place = draw(st.integers(0, len(conditions) - 1))
+        if not isinstance(conditions[place], dict):
+            continue
+        field = draw(st.sampled_from(["lastHeartbeatTime", "status", "reason", "message", "type"]))
+        value = draw(
+            st.sampled_from(["True", "False", "Ready", GPU, "KernelDeadlock", "x"]) | stamps | odd
+        )
+        conditions[place] = {**conditions[place], field: value}
+    if draw(st.integers(0, 9)) == 0:
+        conditions.append({"type": "Ready", "status": "False"})  # a new one: not place-wise
+    return new
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.data(),
+    edited_nodes(),
+    st.sets(st.sampled_from([GPU, "KernelDeadlock"])),
+)
+def test_what_the_trim_says_moved_is_what_moved_and_judges_as_the_full_comparison(
+    data: st.DataObject, old: dict[str, Any], watched: set[str]
+) -> None:
+    new = data.draw(st.one_of(conditions_moved(old), edited_nodes()))
+    before = node_trim.trim(old)
+    after, moved = node_trim.trim_against(new, before)
+    assert after == node_trim.trim(new), "the same body as trimming alone"
+    full = nodes.classify(before, after, watched)
+    assert nodes.classify(before, after, watched, moved=moved) is full
+    if moved is None:
+        return
+    was, now = before["status"]["conditions"], after["status"]["conditions"]
+    assert len(was) == len(now)
+    for place, (a, b) in enumerate(zip(was, now, strict=True)):
+        assert (place in moved) == (a is not b), place
+        assert (place in moved) == (a != b), place
+    assert after["spec"] is before["spec"]
+    stripped = [
+        {k: v for k, v in b["metadata"].items() if k != "resourceVersion"} for b in (before, after)
+    ]
+    assert stripped[0] == stripped[1]
+
+
+def test_the_benchmark_churn_is_judged_from_the_one_condition_that_moved() -> None:
+    old = node_trim.trim(bench_node())
+    places = {c["type"]: i for i, c in enumerate(old["status"]["conditions"])}
+    heartbeat, flip = copy.deepcopy(bench_node()), copy.deepcopy(bench_node())
+    for body in (heartbeat, flip):
+        body["metadata"]["resourceVersion"] = "42"
+    next(c for c in heartbeat["status"]["conditions"] if c["type"] == "Ready")[
+        "lastHeartbeatTime"
+    ] = "2026-12-01T12:00:10Z"
+    next(c for c in flip["status"]["conditions"] if c["type"] == "KernelDeadlock")["status"] = (
+        "True"
+    )
+    beat, moved = node_trim.trim_against(heartbeat, old)
+    assert moved == (places["Ready"],)
+    assert nodes.classify(old, beat, {GPU}, moved=moved) is nodes.Change.VIEW
+    assert beat["metadata"]["labels"] is old["metadata"]["labels"]
+    flipped, moved = node_trim.trim_against(flip, old)
+    assert moved == (places["KernelDeadlock"],)
+    assert nodes.classify(old, flipped, {GPU}, moved=moved) is nodes.Change.UNSEEN
+    assert nodes.classify(old, flipped, {GPU, "KernelDeadlock"}, moved=moved) is (
+        nodes.Change.RELEVANT
+    )
+    relabelled = copy.deepcopy(bench_node())
+    relabelled["metadata"]["labels"]["team"] = "a"
+    assert node_trim.trim_against(relabelled, old)[1] is None, "not only conditions moved"
+
+
 class RecordingClient:
     """Records merge patches; a cordon from a known body never reads."""
 
@@ -257,25 +339,36 @@ def test_the_cordon_writes_the_same_patch_from_a_trimmed_body(body: dict[str, An
     assert trimmed.patches == full.patches
 
 
-async def test_the_node_watch_hands_over_trimmed_nodes(api: ApiServer, client: Client) -> None:
+async def test_the_node_cache_keeps_trimmed_nodes_from_the_watch(
+    api: ApiServer, client: Client
+) -> None:
     api.store.create("nodes", bench_cluster.node("gpu-00001", "fleet", 1))
-    seen: dict[str, Mapping[str, Any]] = {}
-    watch = NodeWatch(client, lambda kind, body: seen.__setitem__(str(kind), body))
+    cache = NodeCache()
+    kinds: list[str | None] = []
+
+    def deliver(kind: str | None, body: Mapping[str, Any]) -> None:
+        kinds.append(kind)
+        cache.update(body)
+
+    watch = NodeWatch(client, deliver)
     task = asyncio.create_task(watch.run())
     try:
         await asyncio.wait_for(watch.listed.wait(), 10)
-        listed = seen["ADDED"]
+        listed = cache.body("gpu-00001")
+        assert listed is not None
         assert "managedFields" not in listed["metadata"]
         assert "images" not in listed["status"]
         assert listed["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
         api.store.patch("nodes", "gpu-00001", {"spec": {"unschedulable": True}})
         deadline = asyncio.get_running_loop().time() + 10
-        while "MODIFIED" not in seen:
+        while "MODIFIED" not in kinds:
             assert asyncio.get_running_loop().time() < deadline, "no MODIFIED event"
             await asyncio.sleep(0.02)
-        modified = seen["MODIFIED"]
+        modified = cache.body("gpu-00001")
+        assert modified is not None
         assert modified["spec"]["unschedulable"] is True
         assert "allocatable" not in modified["status"]
+        assert modified["metadata"]["labels"] is listed["metadata"]["labels"], "kept, not copied"
         assert nodes.to_view(modified) == nodes.to_view(api.store.get("nodes", "gpu-00001"))
     finally:
         task.cancel()
