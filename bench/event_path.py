@@ -62,7 +62,7 @@ def churn_lines(nodes: list[dict[str, Any]], events: int, seed: int = 1) -> list
     return lines
 
 
-class Path:
+class OperatorPath:
     """The operator's side: the node watch's event handler feeding a node cache, as the
     runtime's `node_event` does for an update that wakes no policy."""
 
@@ -84,7 +84,7 @@ def measure(nodes: int, events: int) -> dict[str, float]:
     fleet = [bench_cluster.node(f"gpu-{i:05d}", "fleet", i) for i in range(nodes)]
     for index, node in enumerate(fleet):
         node["metadata"]["resourceVersion"] = str(index + 1)
-    path = Path(fleet)
+    path = OperatorPath(fleet)
     lines = churn_lines(fleet, events)
     flush = bytearray(16 * 1024 * 1024)
     objects = list(range(200_000))  # Python objects too: other processes evict the heap's

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import operator_bench, real_cluster
+from bench import bench_cluster, event_path, operator_bench, real_cluster
 
 
 def test_a_tiny_run_measures_floor_operator_and_drain(tmp_path: Path) -> None:
@@ -122,3 +122,18 @@ def test_a_tiny_run_on_a_real_server_reports_the_same_figures(tmp_path: Path) ->
     assert writes["by_resource"]["events"] <= 3 * 4  # counted by the server itself
     assert writes["per_incident"] <= 8
     assert "on a real kube-apiserver" in operator_bench.table(report)
+
+
+def test_the_event_path_benchmark_runs_the_real_node_path_on_the_churn() -> None:
+    fleet = [bench_cluster.node(f"gpu-{i:05d}", "fleet", i) for i in range(5)]
+    path = event_path.OperatorPath(fleet)
+    for line in event_path.churn_lines(fleet, 6):
+        body = json.loads(line)["object"]
+        assert not path.cache.update(body), "the churn wakes no policy"
+    stored = path.cache.body("gpu-00000")
+    assert stored is not None
+    assert "managedFields" not in stored["metadata"], "the cache keeps trimmed bodies"
+    result = event_path.measure(nodes=5, events=4)
+    assert result["floor_us"] > 0
+    assert result["operator_us"] > 0
+    assert result["ratio"] > 0
