@@ -13,13 +13,10 @@ workload namespace, and everything it created is deleted afterwards, so tests sh
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import itertools
-import os
 import secrets
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +33,10 @@ from remediation_emulator.fleet.manifests import Shape
 from tests.e2e.control_plane import AdminClient, ApiError, RealCluster
 from tests.integration.conftest import (
     CONFIG,
-    JOB_TEMPLATE,
     ROOT,
     Operator,
     eventually,
-    free_port,
+    launch_operator,
 )
 from tests.integration.conftest import policy as integration_policy
 
@@ -85,50 +81,6 @@ def fleet_user(real_cluster: RealCluster) -> Path:
 @pytest.fixture(scope="session")
 def crds_installed(real_cluster: RealCluster) -> None:
     real_cluster.admin.apply_crds(sorted((ROOT / "crds").glob("*.yaml")))
-
-
-async def launch_operator(
-    kubeconfig: Path, namespace: str, tmp: Path, identity: str, *extra: str, number: int = 0
-) -> Operator:
-    """`python -m remediation_operator run` as tests/integration start it (short lease
-    timings, the test Job templates), against whatever server `kubeconfig` names."""
-    templates = tmp / "job-templates"
-    templates.mkdir(exist_ok=True)
-    for file in ("gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"):
-        (templates / file).write_text(yaml.safe_dump(JOB_TEMPLATE))
-    port = free_port()
-    log = tmp / f"operator-{identity}-{number}.log"
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
-    env.pop("POD_NAME", None)
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "remediation_operator",
-            "run",
-            "--namespace",
-            namespace,
-            "--identity",
-            identity,
-            "--metrics-address",
-            f"127.0.0.1:{port}",
-            "--lease-duration",
-            "3s",
-            "--renew-deadline",
-            "2s",
-            "--retry-period",
-            "0.5s",
-            "--job-templates",
-            str(templates),
-            "--log-level",
-            "debug",
-            *extra,
-            env=env,
-            cwd=str(ROOT),
-            stdout=sink,
-            stderr=sink,
-        )
-    return Operator(identity, process, port, log)
 
 
 @dataclass

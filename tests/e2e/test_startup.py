@@ -14,9 +14,9 @@ from typing import Any
 
 import aiohttp
 
-from tests.e2e.conftest import Scenario, launch_operator
+from tests.e2e.conftest import Scenario
 from tests.e2e.test_rbac import in_namespace
-from tests.integration.conftest import Cluster, Operator, eventually
+from tests.integration.conftest import Cluster, Operator, eventually, launch_operator
 from tests.integration.conftest import cluster as cluster  # the emulator (a fixture)
 from tests.integration.test_recovery import stays
 from tests.rbac.conftest import Chart

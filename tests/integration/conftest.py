@@ -182,6 +182,51 @@ class Operator:
         return None
 
 
+async def launch_operator(
+    kubeconfig: Path, namespace: str, tmp: Path, identity: str, *extra: str, number: int = 0
+) -> Operator:
+    """`python -m remediation_operator run` with short lease timings and the test Job
+    templates, against whatever server `kubeconfig` names (the emulator here, the real
+    kube-apiserver in tests/e2e)."""
+    templates = tmp / "job-templates"
+    templates.mkdir(exist_ok=True)
+    for file in ("gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"):
+        (templates / file).write_text(yaml.safe_dump(JOB_TEMPLATE))
+    port = free_port()
+    log = tmp / f"operator-{identity}-{number}.log"
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+    env.pop("POD_NAME", None)
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "remediation_operator",
+            "run",
+            "--namespace",
+            namespace,
+            "--identity",
+            identity,
+            "--metrics-address",
+            f"127.0.0.1:{port}",
+            "--lease-duration",
+            "3s",
+            "--renew-deadline",
+            "2s",
+            "--retry-period",
+            "0.5s",
+            "--job-templates",
+            str(templates),
+            "--log-level",
+            "debug",
+            *extra,
+            env=env,
+            cwd=str(ROOT),
+            stdout=sink,
+            stderr=sink,
+        )
+    return Operator(identity, process, port, log)
+
+
 @dataclass
 class Cluster:
     api: ApiServer
@@ -194,43 +239,9 @@ class Cluster:
     async def start_operator(self, identity: str = "operator-a", *extra: str) -> Operator:
         kubeconfig = self.tmp / f"kubeconfig-{identity}"
         self.api.write_kubeconfig(kubeconfig, user=identity)
-        templates = self.tmp / "job-templates"
-        templates.mkdir(exist_ok=True)
-        for file in ("gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"):
-            (templates / file).write_text(yaml.safe_dump(JOB_TEMPLATE))
-        port = free_port()
-        log = self.tmp / f"operator-{identity}-{len(self.operators)}.log"
-        env = dict(os.environ, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
-        env.pop("POD_NAME", None)
-        with log.open("wb") as sink:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "remediation_operator",
-                "run",
-                "--namespace",
-                NAMESPACE,
-                "--identity",
-                identity,
-                "--metrics-address",
-                f"127.0.0.1:{port}",
-                "--lease-duration",
-                "3s",
-                "--renew-deadline",
-                "2s",
-                "--retry-period",
-                "0.5s",
-                "--job-templates",
-                str(templates),
-                "--log-level",
-                "debug",
-                *extra,
-                env=env,
-                cwd=str(ROOT),
-                stdout=sink,
-                stderr=sink,
-            )
-        operator = Operator(identity, process, port, log)
+        operator = await launch_operator(
+            kubeconfig, NAMESPACE, self.tmp, identity, *extra, number=len(self.operators)
+        )
         self.operators.append(operator)
         await eventually(
             lambda: self._ready(operator), within=30, what=f"operator {identity} ready"
