@@ -66,8 +66,9 @@ class NodeWatch:
             # Handed over as each page arrives: the consumer trims what it keeps, and the full
             # bodies are garbage before the next page.
             for body in page.get("items") or []:
-                if isinstance(body, dict) and _name(body):
-                    listed.add(_name(body))
+                name = _name(body) if isinstance(body, dict) else ""
+                if name:
+                    listed.add(name)
                     self._deliver("ADDED", body)
             metadata = page.get("metadata") or {}
             version = str(metadata.get("resourceVersion") or version)
