@@ -25,12 +25,14 @@ watch delivers, so the runtime wakes the node's policies at that instant (`due`)
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 _Signature = tuple[object, object, object]
 """(lastHeartbeatTime, status, reason) as the API gave them (raw values, compared only)."""
+_UNSURE = datetime(1, 1, 1, tzinfo=UTC)
+"""`_observe_moved` cannot tell: look at every condition (compared by identity only)."""
 _TICK = timedelta(microseconds=1)
 """A condition is stale once MORE than its window passed: from the instant after it."""
 
@@ -54,6 +56,7 @@ class ConditionClock:
         node: Mapping[str, Any],
         now: datetime,
         types: Collection[str] | None = None,
+        moved: Sequence[int] | None = None,
     ) -> datetime | None:
         """Note the node's conditions (of `types` only, if given) as seen at `now`.
 
@@ -62,10 +65,20 @@ class ConditionClock:
         on the node are forgotten (if one comes back, that is a first sight). Returns the
         oldest instant a renewed condition had before this call (None: nothing renewed that
         had been seen before): the caller judges from it whether a staleness just ended.
+
+        `moved`: the caller vouches that only the conditions at these places of
+        `status.conditions` changed since the node was last observed with these `types`, each
+        keeping its type (`handlers.node_trim.trim_against` says so of a heartbeat). Only
+        those are looked at, with the same outcome (the node cache's path for every heartbeat:
+        rebuilding the node's record cost more than the rest of the event's timing).
         """
+        before = self._seen.get(name)
+        if moved is not None and before is not None and types is not None:
+            quick = self._observe_moved(name, before, node, now, types, moved)
+            if quick is not _UNSURE:
+                return quick
         raw = node.get("status")
         conditions = raw.get("conditions") if isinstance(raw, Mapping) else None
-        before = self._seen.get(name)
         after: dict[str, tuple[_Signature, datetime]] = {}
         renewed: datetime | None = None
         if isinstance(conditions, list):
@@ -96,6 +109,50 @@ class ConditionClock:
                     after[type_] = known
         self._seen[name] = after
         if self._windows:
+            self._schedule(name, now)
+        return renewed
+
+    def _observe_moved(
+        self,
+        name: str,
+        known: dict[str, tuple[_Signature, datetime]],
+        node: Mapping[str, Any],
+        now: datetime,
+        types: Collection[str],
+        moved: Sequence[int],
+    ) -> datetime | None:
+        """`observe` from the moved places alone; `_UNSURE` when the full look is needed (a
+        moved condition of a timed type never seen: a first sight, which `observe` makes)."""
+        status = node.get("status")
+        conditions = status.get("conditions") if type(status) is dict else None
+        if type(conditions) is not list:
+            return _UNSURE
+        renewed: datetime | None = None
+        stamps: list[tuple[str, _Signature]] = []
+        for place in moved:  # (plain loops: this runs for every heartbeat)
+            item = conditions[place]
+            type_ = item.get("type") if type(item) is dict else None
+            if type(type_) is not str or type_ not in types:
+                continue  # not timed (`observe` skips it too)
+            first = True
+            for earlier in conditions[:place]:
+                if type(earlier) is dict and earlier.get("type") == type_:
+                    first = False  # `observe` times the first of a type only
+                    break
+            if not first:
+                continue
+            was = known.get(type_)
+            if was is None:
+                return _UNSURE
+            signature = (item.get("lastHeartbeatTime"), item.get("status"), item.get("reason"))
+            if was[0] == signature:
+                continue
+            stamps.append((type_, signature))
+            if renewed is None or was[1] < renewed:
+                renewed = was[1]
+        for type_, signature in stamps:
+            known[type_] = (signature, now)
+        if stamps and self._windows:
             self._schedule(name, now)
         return renewed
 
@@ -141,10 +198,17 @@ class ConditionClock:
             goes = at + window + _TICK
             if (now is None or goes > now) and (deadline is None or goes < deadline):
                 deadline = goes
+        current = self._deadline.get(name)
+        if current is not None and now is not None and current <= now:
+            # Due and not reported yet (`observe` ran before the runtime's timer called
+            # `due`): keep it, or the node would never be woken for it. `due` reports it
+            # (a condition renewed meanwhile makes that a wake-up that finds nothing) and then
+            # schedules the next.
+            return
         if deadline is None:
             self._deadline.pop(name, None)
             return
-        if self._deadline.get(name) == deadline:
+        if current == deadline:
             return
         self._deadline[name] = deadline
         heap = self._heap

@@ -16,8 +16,9 @@ every relevant event).
 It also keeps, per node and watched condition, when the operator last saw that condition's
 heartbeat, status or reason change, on the injected clock (`engine.condition_clock`): views
 carry it as `Condition.observed_at`, from which staleness is judged (never from the remote
-heartbeat). The instant is taken when the watch event arrives, not when the view is rebuilt;
-a condition first looked at when a policy starts watching its type is first seen then. A
+heartbeat). The instant is taken when the watch event arrives, not when the view is rebuilt
+(from a clock read at most every 100 ms: `CoarseClock`, D40); a condition whose type a policy
+starts watching is first seen at that moment, on every node at once. A
 heartbeat that renews a condition we had not seen change for longer than the smallest
 `staleAfter` is relevant: a staleness the planner may have acted on just ended. Going stale is
 no event at all, so the cache also knows when each node's first watched condition would go
@@ -26,6 +27,8 @@ stale (`next_deadline`, `due`): the runtime wakes that node's policies then.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,9 +45,44 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+RESOLUTION = 0.1
+"""Seconds: how stale the instant a node cache stamps may be (`CoarseClock`)."""
+
+
+class CoarseClock:
+    """The wall clock, read again only once `resolution` seconds passed on the monotonic one.
+
+    Why: the node cache stamps every heartbeat it sees (`engine.condition_clock`), and on the
+    per-event path `datetime.now` is the most expensive line: about 13 us of a 200 us event,
+    the datetime module's code being cold at every event, when a monotonic reading, which the
+    event loop makes all the time, costs well under one (docs/performance.md). A stamp is
+    then early by less than `resolution` (100 ms): a condition goes stale that much sooner,
+    against windows of minutes, and evidence seen within 100 ms after a step started may be
+    taken as seen before it, which only makes the evidence gate wait for the next heartbeat."""
+
+    def __init__(
+        self,
+        resolution: float = RESOLUTION,
+        wall: Callable[[], datetime] = _now,
+        ticks: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._resolution = resolution
+        self._wall = wall
+        self._ticks = ticks
+        self._read_at = -math.inf
+        self._last = datetime.min.replace(tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        tick = self._ticks()
+        if tick - self._read_at >= self._resolution:
+            self._last = self._wall()
+            self._read_at = tick
+        return self._last
+
+
 class NodeCache:
-    def __init__(self, clock: Callable[[], datetime] = _now) -> None:
-        self._clock = clock
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock if clock is not None else CoarseClock()
         self._seen = ConditionClock()
         """When each watched condition (and Ready) was last seen to change, on our clock."""
         self._bodies: dict[str, Mapping[str, Any]] = {}
@@ -60,6 +98,8 @@ class NodeCache:
         self.stale_after: timedelta | None = None
         """The smallest `staleAfter` of any policy: a heartbeat renewing a condition not seen
         to change for longer than this is relevant (a staleness ended)."""
+        self.replaced: Mapping[str, Any] | None = None
+        """The body the last `update` replaced (None: the node was new)."""
         self.renewed = False
         """The last `update` saw a condition seen before change (a heartbeat at least): fresh
         evidence, which a step held by the evidence gate may be waiting for."""
@@ -100,20 +140,32 @@ class NodeCache:
             # A newly watched condition may be one whose changes were skipped: catch up.
             self._dirty.update(self._behind)
             self._behind.clear()
-            if not types <= self._watched:
-                # Its conditions are first seen now; their views must carry that instant
-                # (rare: a policy starts matching a new condition type).
-                self._dirty.update(self._bodies)
+        grew = not types <= self._watched
         self._watched = types
         self._tracked = types | {node_views.READY}
+        if grew:
+            # Its conditions are first seen now (rare: a policy starts matching a new
+            # condition type): timed at once, so that every node's record covers every timed
+            # type and a heartbeat is timed from its moved conditions alone (`update`), and
+            # every view rebuilt to carry that instant.
+            now = self._clock()
+            for name, body in self._bodies.items():
+                self._seen.observe(name, body, now, self._tracked)
+            self._sooner()
+            self._dirty.update(self._bodies)
 
-    def update(self, body: Mapping[str, Any]) -> bool:
+    def update(self, body: Mapping[str, Any], name: str | None = None) -> bool:
         """Store the newest body, trimmed (`handlers.node_trim`) against the one it replaces;
-        True when the change could alter a decision."""
-        name = node_views.name_of(body)
+        True when the change could alter a decision. `name`: the body's metadata.name, when
+        the caller has read it already. The body replaced is `replaced` until the next call.
+
+        Runs for every Node event: plain code, no call that a line can do (docs/performance.md)."""
+        if name is None:
+            name = node_views.name_of(body)
         if not name:
+            self.replaced = None
             return False
-        old = self._bodies.get(name)
+        old = self.replaced = self._bodies.get(name)
         body, moved = node_trim.trim_against(body, old)
         self._bodies[name] = body
         change = node_views.classify(old, body, self._watched, moved=moved)
@@ -122,8 +174,10 @@ class NodeCache:
             self._behind.add(name)  # (a view still to be built is built from the newest body)
             return False  # (no watched condition changed: nothing to time either)
         now = self._clock()
-        renewed = self._seen.observe(name, body, now, self._tracked)
-        self._sooner()
+        seen = self._seen
+        renewed = seen.observe(name, body, now, self._tracked, moved)
+        if seen.sooner:
+            self._sooner()
         self.renewed = renewed is not None
         self._dirty.add(name)
         if change is Change.RELEVANT:

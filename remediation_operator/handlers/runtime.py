@@ -237,11 +237,18 @@ class Runtime:
     # Watch events ----------------------------------------------------------------------------
 
     def node_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
-        name = str((body.get("metadata") or {}).get("name") or "")
+        metadata = body.get("metadata")
+        name = metadata.get("name") if type(metadata) is dict else None
+        if type(name) is not str:
+            name = node_views.name_of(body)  # (odd content: read as every reader reads it)
         if not name:
             return
-        before = self.nodes.body(name)
-        relevant = self.nodes.remove(name) if kind == "DELETED" else self.nodes.update(body)
+        if kind == "DELETED":
+            before = self.nodes.body(name)
+            relevant = self.nodes.remove(name)
+        else:
+            relevant = self.nodes.update(body, name)
+            before = self.nodes.replaced
         if not relevant:
             if kind != "DELETED" and self.nodes.renewed and name in self._open and self.synced:
                 # Fresh evidence for an open incident: a disruptive step may be waiting for a

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.engine import nodes
 from remediation_operator.engine.node_index import NodeIndex
-from remediation_operator.handlers.node_cache import NodeCache
+from remediation_operator.handlers.node_cache import CoarseClock, NodeCache
 from tests.node_path.test_relevance import BEATS, GPU, find, node, project
 
 DEADLOCK = "KernelDeadlock"
@@ -331,3 +331,31 @@ def test_every_watched_type_gets_its_own_window() -> None:
     assert cache.next_deadline() == NOW + timedelta(minutes=15, microseconds=1)
     cache.remove("gpu-1")
     assert cache.next_deadline() is None
+
+
+def test_a_deadline_passed_before_the_timer_fired_is_still_reported() -> None:
+    """A heartbeat of another condition, seen after a condition went stale but before the
+    runtime's timer asked, must not drop that node's wake-up (it once did: the deadline was
+    recomputed from the conditions not yet stale at that instant)."""
+    clock = Clock()
+    cache = cache_with(node(), clock=clock)
+    cache.windows = {GPU: timedelta(minutes=5)}
+    clock.now = NOW + timedelta(minutes=5, seconds=1)  # GPU went stale a second ago
+    assert not cache.update(beaten(node(), "Ready", BEATS[1], 11))
+    assert cache.renewed, "Ready was renewed"
+    assert cache.due(clock.now) == ["gpu-1"], "the stale GPU condition still wakes the node"
+    assert cache.next_deadline() is None
+
+
+def test_the_production_clock_reads_the_wall_clock_at_most_once_per_resolution() -> None:
+    ticks = [100.0]
+    walls = iter([NOW, NOW + timedelta(seconds=1), NOW + timedelta(seconds=2)])
+    clock = CoarseClock(resolution=0.1, wall=lambda: next(walls), ticks=lambda: ticks[0])
+    assert clock() == NOW
+    ticks[0] = 100.09
+    assert clock() == NOW, "within the resolution: the instant read before"
+    ticks[0] = 100.25
+    assert clock() == NOW + timedelta(seconds=1)
+    ticks[0] = 500.0
+    assert clock() == NOW + timedelta(seconds=2)
+    assert NodeCache()._clock().tzinfo is not None, "the default clock is the coarse UTC one"

@@ -25,6 +25,7 @@ from bench import bench_cluster
 from remediation_emulator.apiserver import ApiServer
 from remediation_emulator.fleet import manifests
 from remediation_operator.engine import nodes
+from remediation_operator.engine.condition_clock import ConditionClock
 from remediation_operator.handlers import node_trim
 from remediation_operator.handlers.node_cache import NodeCache
 from remediation_operator.handlers.node_watch import NodeWatch
@@ -273,11 +274,63 @@ def test_what_the_trim_says_moved_is_what_moved_and_judges_as_the_full_compariso
     for place, (a, b) in enumerate(zip(was, now, strict=True)):
         assert (place in moved) == (a is not b), place
         assert (place in moved) == (a != b), place
+        if place in moved:
+            assert isinstance(a, dict), "a moved condition is a mapping"
+            assert isinstance(b, dict), "a moved condition is a mapping"
+            assert a.get("type") == b.get("type"), "a moved condition kept its type"
     assert after["spec"] is before["spec"]
     stripped = [
         {k: v for k, v in b["metadata"].items() if k != "resourceVersion"} for b in (before, after)
     ]
     assert stripped[0] == stripped[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.data(),
+    edited_nodes(),
+    st.sets(st.sampled_from([GPU, "KernelDeadlock"])),
+    st.booleans(),
+)
+def test_timing_the_moved_conditions_alone_is_timing_them_all(
+    data: st.DataObject, old: dict[str, Any], watched: set[str], windowed: bool
+) -> None:
+    """The node cache times a heartbeat from the conditions the trim says moved: the same
+    instants, deadlines and renewal as looking at every condition."""
+    new = data.draw(st.one_of(conditions_moved(old), edited_nodes()))
+    before = node_trim.trim(old)
+    after, moved = node_trim.trim_against(new, before)
+    if moved is None:
+        return
+    types = frozenset(watched | {"Ready"})
+    later = T0 + timedelta(minutes=3)
+    clocks = ConditionClock(), ConditionClock()
+    for clock in clocks:
+        clock.windows = {GPU: timedelta(minutes=2)} if windowed else {}
+        clock.observe("n", before, T0, types)
+    full = clocks[0].observe("n", after, later, types)
+    quick = clocks[1].observe("n", after, later, types, moved)
+    assert quick == full
+    assert clocks[1].times("n") == clocks[0].times("n")
+    assert clocks[1].next_deadline() == clocks[0].next_deadline()
+    assert clocks[1].due(later) == clocks[0].due(later)
+
+
+def test_a_moved_duplicate_of_a_condition_type_is_not_timed() -> None:
+    """The API keys conditions by type; every reader takes the first of a type, and so does
+    the clock's moved-only path (an agent writing a second copy is not a heartbeat)."""
+    old = node_trim.trim(bench_node())
+    duplicate = copy.deepcopy(bench_node())
+    duplicate["status"]["conditions"].append({"type": "Ready", "status": "True"})
+    before = node_trim.trim(duplicate)
+    beat = copy.deepcopy(duplicate)
+    beat["status"]["conditions"][-1]["lastHeartbeatTime"] = "2026-12-01T12:00:10Z"
+    after, moved = node_trim.trim_against(beat, before)
+    assert moved == (len(old["status"]["conditions"]),)
+    clock = ConditionClock()
+    clock.observe("n", before, T0, {"Ready"})
+    assert clock.observe("n", after, T0 + timedelta(minutes=1), {"Ready"}, moved) is None
+    assert clock.times("n") == {"Ready": T0}
 
 
 def test_the_benchmark_churn_is_judged_from_the_one_condition_that_moved() -> None:
