@@ -100,6 +100,15 @@ _START_RANK: dict[type, int] = {
     Replace: 4,
 }
 
+_DISRUPTIVE_STARTS = (Evict, RunExecutor, Replace)
+"""Effects that start a budgeted step (a RunExecutor may be a Validate or Diagnose: counted
+all the same, which only makes the ordering rule in `_Run.apply` more careful)."""
+
+
+def _disrupts(effect: Effect) -> bool:
+    return isinstance(effect, _DISRUPTIVE_STARTS)
+
+
 T = TypeVar("T")
 
 
@@ -552,8 +561,18 @@ class _Run:
         for node in resume:
             order[node] = None
 
+        # Incidents this plan closes first: the budget a closing frees may be what lets another
+        # node's disruptive step start in the same plan, and the store must never hold that
+        # start before the closing (a crash between would leave both counted, and the budget
+        # is judged from what the store holds). If a closing was not recorded, such starts are
+        # planned again from the records as they are.
+        closing = [n for n in order if any(s.terminal for s in states.get(n, ()))]
         conflicted: set[str] = set()
-        for node in order:
+        closed = True
+        for node in [*closing, *(n for n in order if n not in closing)]:
+            if not closed and any(_disrupts(e) for e in effects.get(node, ())):
+                conflicted.add(node)
+                continue
             if not await self._apply_node(
                 node,
                 states.get(node, []),
@@ -563,6 +582,12 @@ class _Run:
                 observed_states.get(node),
             ):
                 conflicted.add(node)
+            if node in closing:
+                closed = closed and all(
+                    (record := self.records.get(state.name)) is not None and record.state.terminal
+                    for state in states[node]
+                    if state.terminal
+                )
         return conflicted
 
     async def _apply_node(
