@@ -391,14 +391,8 @@ async def test_a_gated_replace_waits_for_the_approval_annotation(harness: Harnes
     assert cluster.replacement_requested("gpu-0") is ReplaceProvider.Karpenter
 
 
-async def test_a_closing_that_frees_the_budget_is_recorded_before_the_start_it_allows(
-    harness: Harness,
-) -> None:
-    """Found by tests/reliability/test_api_faults.py (seed 1, about one run in seven): one
-    reconcile closed gpu-0001's incident (its node was gone after Replace) and, with the
-    budget that freed, started gpu-0000's Drain, and wrote gpu-0000 first: for 300 ms the
-    store held two nodes disrupted under a budget of one. However the plan lists them (here
-    the start first, as that run's plan did), the closing is written first."""
+async def one_drains_one_waits(harness: Harness) -> tuple[Driver, Policy]:
+    """Budget of one node: gpu-1 drains (a protected pod keeps it draining), gpu-0 waits."""
     cluster = harness.cluster
     budgeted = policy(budgets=(Budget(nodes="1"),))
     drive = Driver(harness, budgeted)
@@ -408,6 +402,19 @@ async def test_a_closing_that_frees_the_budget_is_recorded_before_the_start_it_a
     await drive.run_until(lambda: reached(drive, "gpu-1", Action.Drain))
     fault(harness, "gpu-0")
     await drive.run_until(lambda: drive.remediation("gpu-0").reason is Reason.BudgetExhausted)
+    return drive, budgeted
+
+
+async def test_a_closing_that_frees_the_budget_is_recorded_before_the_start_it_allows(
+    harness: Harness,
+) -> None:
+    """Found by tests/reliability/test_api_faults.py (seed 1, about one run in seven): one
+    reconcile closed gpu-0001's incident (its node was gone after Replace) and, with the
+    budget that freed, started gpu-0000's Drain, and wrote gpu-0000 first: for 300 ms the
+    store held two nodes disrupted under a budget of one. However the plan lists them (here
+    the start first, as that run's plan did), the closing is written first."""
+    cluster = harness.cluster
+    drive, budgeted = await one_drains_one_waits(harness)
 
     order: list[tuple[str, str]] = []
     update, evict = cluster.update_remediation, cluster.evict
@@ -443,14 +450,7 @@ async def test_a_start_waits_when_the_closing_that_frees_its_budget_is_not_recor
     """The closing's write fails: the start it allowed is not carried out on a budget the
     store does not show as free; the next reconcile plans both again from the records."""
     cluster = harness.cluster
-    budgeted = policy(budgets=(Budget(nodes="1"),))
-    drive = Driver(harness, budgeted)
-    cluster.add_pod("gpu-1", "trainer-1", protected_until=harness.clock.now + timedelta(hours=1))
-    cluster.add_pod("gpu-0", "trainer-0")
-    fault(harness, "gpu-1")
-    await drive.run_until(lambda: reached(drive, "gpu-1", Action.Drain))
-    fault(harness, "gpu-0")
-    await drive.run_until(lambda: drive.remediation("gpu-0").reason is Reason.BudgetExhausted)
+    drive, budgeted = await one_drains_one_waits(harness)
 
     update = cluster.update_remediation
 
