@@ -29,6 +29,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from remediation_operator.engine import nodes
+
 _Signature = tuple[object, object, object]
 """(lastHeartbeatTime, status, reason) as the API gave them (raw values, compared only)."""
 _UNSURE = datetime(1, 1, 1, tzinfo=UTC)
@@ -134,13 +136,8 @@ class ConditionClock:
             type_ = item.get("type") if type(item) is dict else None
             if type(type_) is not str or type_ not in types:
                 continue  # not timed (`observe` skips it too)
-            first = True
-            for earlier in conditions[:place]:
-                if type(earlier) is dict and earlier.get("type") == type_:
-                    first = False  # `observe` times the first of a type only
-                    break
-            if not first:
-                continue
+            if not nodes.first_of_type(conditions, place, type_):
+                continue  # `observe` times the first of a type only
             was = known.get(type_)
             if was is None:
                 return _UNSURE

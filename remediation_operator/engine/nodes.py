@@ -184,7 +184,7 @@ def _watched_conditions(
     return found
 
 
-def _equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
+def equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
     """The two mappings hold the same keys, and the same values outside `skip`.
 
     A plain loop: it runs on every Node event, where a generator's setup cost more than the
@@ -198,6 +198,15 @@ def _equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collecti
             continue
         was = old[key]
         if was is not value and was != value:
+            return False
+    return True
+
+
+def first_of_type(conditions: Sequence[object], place: int, type_: str) -> bool:
+    """No condition before `place` has type `type_`: the API keys conditions by type, and
+    every reader (`to_view`, `classify`, `engine.condition_clock`) takes the first of a type."""
+    for earlier in conditions[:place]:
+        if type(earlier) is dict and earlier.get("type") == type_:
             return False
     return True
 
@@ -282,7 +291,7 @@ def classify(
         and list(old_conditions) == list(new_conditions)  # the planner reads them in order
         and old_spec == new_spec
         and old_info == new_info
-        and _equal_except(old_meta, new_meta, _UNTRACKED_METADATA)
+        and equal_except(old_meta, new_meta, _UNTRACKED_METADATA)
     ):
         return Change.UNSEEN
     return Change.VIEW
@@ -301,7 +310,7 @@ def _judge_moved(
     if type(before) is not list or type(after) is not list or len(before) != len(after):
         return None
     answer = Change.UNSEEN
-    for place in moved:  # (plain loops here: see `_equal_except`)
+    for place in moved:  # (plain loops here: see `equal_except`)
         was, now = before[place], after[place]
         if type(was) is not dict or type(now) is not dict:
             return None
@@ -312,9 +321,8 @@ def _judge_moved(
             continue
         if now.get("status") != was.get("status") or now.get("reason") != was.get("reason"):
             return None
-        for earlier in after[:place]:
-            if type(earlier) is dict and earlier.get("type") == type_:
-                return None  # not the first of its type: `to_view` reads another one
+        if not first_of_type(after, place, type_):
+            return None  # `to_view` reads another one
         answer = Change.VIEW
     return answer
 

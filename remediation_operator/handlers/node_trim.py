@@ -36,6 +36,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from remediation_operator.engine import nodes as node_views
+
 KEPT_METADATA = (
     "name",
     "uid",
@@ -197,7 +199,8 @@ def trim_against(
             if kept["annotations"] is not notes:
                 same = False
         if same:
-            same = _same_metadata(kept, known)
+            # (labels and annotations were judged above: `known`'s objects when unchanged)
+            same = node_views.equal_except(known, kept, _VERSION)
         out["metadata"] = kept
     else:
         same = False
@@ -247,18 +250,6 @@ def trim_against(
     return out, (moved if same else None)
 
 
-def _same_metadata(kept: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
-    """The same keys, and the same values but for the resourceVersion (labels and
-    annotations were judged already: they are `known`'s objects when unchanged)."""
-    if len(kept) != len(known):
-        return False
-    for key, value in kept.items():
-        if key not in known:
-            return False
-        was = known[key]
-        if was is not value and key != "resourceVersion" and was != value:
-            return False
-    return True
-
-
 _EMPTY: Mapping[str, Any] = {}
+_VERSION = frozenset({"resourceVersion"})
+"""Metadata every write changes: not a change the readers see."""

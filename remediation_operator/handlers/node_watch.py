@@ -94,18 +94,11 @@ class NodeWatch:
         return self._version
 
     def _event(self, event: Mapping[str, Any]) -> None:
-        # Inline, not through `_deliver`: this runs for every heartbeat of the fleet, and each
-        # call layer is measurable there (docs/performance.md).
         body = event.get("object") or {}
         metadata = body.get("metadata") or {}
-        version = metadata.get("resourceVersion")
-        if version:
-            self._version = str(version)
+        self._version = str(metadata.get("resourceVersion") or self._version)
         kind = event.get("type")
-        if kind == "MODIFIED" and type(metadata.get("name")) is str and metadata["name"]:
-            self._known.add(metadata["name"])
-            self._on_event(kind, body)
-        elif kind in ("ADDED", "MODIFIED", "DELETED"):
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._deliver(kind, body)
 
     def _deliver(self, kind: str, body: Mapping[str, Any]) -> None:
