@@ -70,7 +70,7 @@ class ConditionClock:
 
         `moved`: the caller vouches that only the conditions at these places of
         `status.conditions` changed since the node was last observed with these `types`, each
-        keeping its type (`handlers.node_trim.trim_against` says so of a heartbeat). Only
+        keeping its type (`handlers.node_trim.heartbeat` says so of a heartbeat). Only
         those are looked at, with the same outcome (the node cache's path for every heartbeat:
         rebuilding the node's record cost more than the rest of the event's timing).
         """

@@ -236,7 +236,7 @@ def classify(
     """What this Node update means: see `is_relevant_change` for RELEVANT, `Change` for the rest.
 
     `moved`: the caller vouches that `new` differs from `old` only in these places of
-    `status.conditions` (and the resourceVersion): `handlers.node_trim.trim_against` says so
+    `status.conditions` (and the resourceVersion): `handlers.node_trim.heartbeat` says so
     of a body it trimmed against the previous one. The update is then judged from them alone
     (the node cache's path for every heartbeat), with the same answer as the full comparison.
 
@@ -250,7 +250,7 @@ def classify(
     if old is None or new is None:
         return Change.RELEVANT if old is not new else Change.UNSEEN
     if moved is not None and stale_after is None:
-        quick = _judge_moved(old, new, moved, watched_condition_types)
+        quick = classify_moved(old, new, moved, watched_condition_types)
         if quick is not None:
             return quick
     old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
@@ -297,10 +297,14 @@ def classify(
     return Change.VIEW
 
 
-def _judge_moved(
+def classify_moved(
     old: Mapping[str, Any], new: Mapping[str, Any], moved: Sequence[int], watched: Collection[str]
 ) -> Change | None:
     """`classify`'s answer from the moved places alone; None: left to the full comparison.
+
+    The caller vouches that `new` differs from `old` only in these places of
+    `status.conditions` (`handlers.node_trim.heartbeat`); only their conditions are read, so
+    `new` may be the Node as the watch delivered it, untrimmed.
 
     A moved condition of a type no policy watches (nor Ready) changes nothing; a moved watched
     one whose status and reason stayed, and which is the first of its type (the one `to_view`

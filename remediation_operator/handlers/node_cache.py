@@ -99,7 +99,9 @@ class NodeCache:
         """The smallest `staleAfter` of any policy: a heartbeat renewing a condition not seen
         to change for longer than this is relevant (a staleness ended)."""
         self.replaced: Mapping[str, Any] | None = None
-        """The body the last `update` replaced (None: the node was new)."""
+        """The body the last `update` replaced (None: the node was new). After a heartbeat
+        no decision reads, which refreshes the stored body in place, that very body: its
+        labels, annotations and spec are the same then."""
         self.renewed = False
         """The last `update` saw a condition seen before change (a heartbeat at least): fresh
         evidence, which a step held by the evidence gate may be waiting for."""
@@ -166,9 +168,18 @@ class NodeCache:
             self.replaced = None
             return False
         old = self.replaced = self._bodies.get(name)
-        body, moved = node_trim.trim_against(body, old)
-        self._bodies[name] = body
-        change = node_views.classify(old, body, self._watched, moved=moved)
+        moved = None if old is None else node_trim.heartbeat(old, body)
+        quick = None
+        if old is not None and moved is not None:
+            quick = node_views.classify_moved(old, body, moved, self._watched)
+        if old is not None and moved is not None and quick is not None:
+            # A heartbeat no decision reads: the stored body is brought up to date in place,
+            # no object built (`node_trim.refresh`); `replaced` is that same body.
+            node_trim.refresh(old, body, moved)
+            body, change = old, quick
+        else:
+            body = self._bodies[name] = node_trim.trim(body, old)
+            change = node_views.classify(old, body, self._watched, moved=moved)
         self.renewed = False
         if change is Change.UNSEEN:
             self._behind.add(name)  # (a view still to be built is built from the newest body)
@@ -220,7 +231,8 @@ class NodeCache:
         return self._views
 
     def body(self, name: str) -> Mapping[str, Any] | None:
-        """The newest Node body the watch delivered (never mutate it)."""
+        """The newest Node body the watch delivered, trimmed. Never mutate it, nor keep it
+        across an await: the cache refreshes it in place on a heartbeat (`node_trim.refresh`)."""
         return self._bodies.get(name)
 
     def uid(self, name: str) -> str | None:

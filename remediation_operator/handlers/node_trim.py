@@ -28,6 +28,12 @@ nodeInfo, spec.podCIDR(s), other writers' annotations. Any value of an unexpecte
 kept as it is, so `engine.nodes` judges a hostile object exactly as before. A field the
 operator starts reading must be added here: tests/performance/test_node_trim.py holds
 `to_view` and the cordon's patch on a trimmed Node to those on the full one.
+
+Most events are heartbeats: of what is kept, only some conditions and the resourceVersion
+moved (`heartbeat` finds them, comparing without building anything). The node cache then does
+not trim the event at all but brings its stored body up to date in place (`refresh`): no new
+objects (docs/performance.md, item 19). A field kept here must be compared by `heartbeat` as
+well; the tests change each kept field in turn and require `heartbeat` to see it.
 """
 
 from __future__ import annotations
@@ -35,8 +41,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from typing import Any
-
-from remediation_operator.engine import nodes as node_views
 
 KEPT_METADATA = (
     "name",
@@ -118,63 +122,155 @@ def _annotations(value: object, before: object) -> object:
     return _strings(kept)
 
 
-def _conditions(raw: object, before: object) -> tuple[object, tuple[int, ...] | None]:
+def _conditions(raw: object, before: object) -> object:
     """The conditions with shared strings, the ones equal to `before`'s at the same place
-    being `before`'s objects (a heartbeat rebuilds one condition, not all of them); and the
-    places that moved, when the two lists can be compared place by place and each moved
-    condition kept its type (else None)."""
+    being `before`'s objects (a heartbeat rebuilds one condition, not all of them)."""
     if type(raw) is not list:
-        return raw, None
+        return raw
     if type(before) is not list or len(before) != len(raw):
-        return [_strings(c) for c in raw], None
+        return [_strings(c) for c in raw]
     out: list[object] = []
-    moved: list[int] = []
-    kept_types = True
-    for place, (new, old) in enumerate(zip(raw, before, strict=True)):
+    changed = False
+    for new, old in zip(raw, before, strict=True):
         if new == old:
             out.append(old)
         else:
             out.append(_renewed(new, old))
+            changed = True
+    return out if changed else before
+
+
+Moved = tuple[int, ...]
+"""Places in `status.conditions` whose condition changed (`heartbeat`)."""
+
+
+def heartbeat(stored: Mapping[str, Any], body: Mapping[str, Any]) -> Moved | None:
+    """Where `body` differs from `stored` (the node's trimmed body), when that is a heartbeat.
+
+    A heartbeat: of what `trim` keeps, nothing differs but the resourceVersion and some
+    conditions, each keeping its place, its type and its set of fields. Returns those places
+    (empty: nothing moved), or None for any other update (and for odd content: a part that is
+    not a mapping). Reads only, builds nothing: the node cache then brings `stored` up to
+    date in place (`refresh`) and `engine.nodes.classify_moved` and
+    `engine.condition_clock` judge the update from those places alone. (Equal means `==`: a
+    field whose value turned from 1 to true is not seen to move; the API server's schema
+    never gives these fields either.)
+
+    Written for speed (it runs for every Node event): plain loops, `type(x) is dict`, no
+    helper calls where a line does."""
+    if body.get("apiVersion") != stored.get("apiVersion") or body.get("kind") != stored.get("kind"):
+        return None
+    metadata, kept = body.get("metadata"), stored.get("metadata")
+    spec, small = body.get("spec"), stored.get("spec")
+    status, known = body.get("status"), stored.get("status")
+    if (
+        type(metadata) is not dict
+        or type(kept) is not dict
+        or type(spec) is not dict
+        or type(small) is not dict
+        or type(status) is not dict
+        or type(known) is not dict
+    ):
+        return None
+    if not _same_fields(metadata, kept, _COMPARED_METADATA):
+        return None
+    if "annotations" in metadata:
+        notes, ours = metadata["annotations"], kept.get("annotations")
+        if type(notes) is not dict or type(ours) is not dict:
+            return None
+        count = 0
+        for key, note in notes.items():
+            if type(key) is str and key.startswith(KEPT_ANNOTATION_PREFIXES):
+                if key not in ours or ours[key] != note:
+                    return None
+                count += 1
+        if count != len(ours):
+            return None
+    elif "annotations" in kept:
+        return None
+    if not _same_fields(spec, small, KEPT_SPEC):
+        return None
+    if "nodeInfo" in status:
+        info, was = status["nodeInfo"], known.get("nodeInfo")
+        if type(info) is not dict or type(was) is not dict:
+            return None
+        if "bootID" in info:
+            if "bootID" not in was or info["bootID"] != was["bootID"]:
+                return None
+        elif was:
+            return None
+    elif "nodeInfo" in known:
+        return None
+    conditions, before = status.get("conditions"), known.get("conditions")
+    if type(conditions) is not list or type(before) is not list:
+        return None
+    if len(conditions) != len(before):
+        return None
+    moved: list[int] = []
+    for place, new in enumerate(conditions):
+        old = before[place]
+        if new != old:
+            if (
+                type(new) is not dict
+                or type(old) is not dict
+                or len(new) != len(old)
+                or new.get("type") != old.get("type")
+            ):
+                return None
+            for key in new:
+                if key not in old:
+                    return None
             moved.append(place)
-            if type(new) is not dict or type(old) is not dict or new.get("type") != old.get("type"):
-                kept_types = False
-    if not moved:
-        return before, ()
-    return out, (tuple(moved) if kept_types else None)
+    return tuple(moved)
+
+
+def _same_fields(raw: Mapping[str, Any], kept: Mapping[str, Any], keys: tuple[str, ...]) -> bool:
+    """Each of `keys` is in both or in neither, with equal values."""
+    for key in keys:
+        if key in raw:
+            if key not in kept or raw[key] != kept[key]:
+                return False
+        elif key in kept:
+            return False
+    return True
+
+
+def refresh(stored: Mapping[str, Any], body: Mapping[str, Any], moved: Moved) -> None:
+    """Bring `stored` to what `trim(body)` would be, in place, where `heartbeat` said they
+    differ: the resourceVersion and the fields that changed in the moved conditions.
+
+    Why in place: at 10,000 nodes a heartbeat that built a new trimmed body (five containers
+    and the condition) cost about 0.1 of the floor's CPU more than one that changes two
+    values, most of it not in the trim itself but in the JSON parsing and freeing of the
+    events that followed: every object kept from an event is a long-lived object among that
+    event's garbage, and the allocator's pools fill with them (docs/performance.md, item 19).
+    The cache's bodies are its own (readers never keep one across an await), and so is what
+    this changes: the metadata and condition mappings of a trimmed body are built by `trim`,
+    never the caller's objects."""
+    metadata = stored["metadata"]
+    version = body["metadata"].get("resourceVersion", _ABSENT)
+    if version is _ABSENT:
+        metadata.pop("resourceVersion", None)
+    else:
+        metadata["resourceVersion"] = version
+    before = stored["status"]["conditions"]
+    after = body["status"]["conditions"]
+    for place in moved:
+        old = before[place]
+        for key, value in after[place].items():
+            if old[key] != value:
+                old[key] = value
 
 
 def trim(body: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A new, smaller Node body holding only the fields listed in the module docstring.
 
-    `previous`: the node's last trimmed body, if any: see `trim_against`."""
-    return trim_against(body, previous)[0]
+    `previous`: the node's last trimmed body, if any. Parts equal to `previous`'s are
+    `previous`'s objects (labels, annotations, spec, nodeInfo, each condition), so that a
+    node's successive bodies share what did not change.
 
-
-Moved = tuple[int, ...]
-"""Places in `status.conditions` whose condition changed (`trim_against`)."""
-
-
-def trim_against(
-    body: Mapping[str, Any], previous: Mapping[str, Any] | None
-) -> tuple[dict[str, Any], Moved | None]:
-    """`body` trimmed, and what moved since `previous` (the node's last trimmed body).
-
-    Parts equal to `previous`'s are `previous`'s objects (labels, annotations, spec, nodeInfo,
-    each condition): a heartbeat costs one rebuilt condition instead of a copy of every label
-    and condition. The second value is the places in `status.conditions` that changed, when
-    nothing else `engine.nodes` reads did (metadata but its resourceVersion, spec, nodeInfo,
-    the number of conditions) and each of those conditions is a mapping that kept its type;
-    None when something else did, or there is no `previous`. `engine.nodes.classify` then
-    judges the update from those places alone, and `engine.condition_clock` times them
-    alone. (Equal means `==`: a field whose value turned from 1 to true would keep the 1; the
-    API server's schema never gives these fields either.)
-
-    Never raises: a part that is not a mapping is kept as it is (the readers ignore it).
-    Written for speed (it runs for every Node event): `type(x) is dict` before the slower
-    abstract-class check, loops rather than comprehensions (each of which is a function call
-    of its own on Python 3.11), no helper calls where a line does."""
+    Never raises: a part that is not a mapping is kept as it is (the readers ignore it)."""
     before = previous if previous is not None else _EMPTY
-    same = previous is not None  # so far, nothing but conditions (and the version) moved
     out: dict[str, Any] = {}
     if "apiVersion" in body:
         out["apiVersion"] = body["apiVersion"]
@@ -185,71 +281,56 @@ def trim_against(
         known = before.get("metadata")
         if type(known) is not dict:
             known = _EMPTY
-            same = False
         kept = _pick(metadata, KEPT_METADATA)
         if "labels" in kept:
             labels = known.get("labels")
             if labels is None or kept["labels"] != labels:
                 labels = _strings(kept["labels"])
-                same = False
             kept["labels"] = labels
         if "annotations" in metadata:
-            notes = known.get("annotations")
-            kept["annotations"] = _annotations(metadata["annotations"], notes)
-            if kept["annotations"] is not notes:
-                same = False
-        if same:
-            # (labels and annotations were judged above: `known`'s objects when unchanged)
-            same = node_views.equal_except(known, kept, _VERSION)
+            kept["annotations"] = _annotations(metadata["annotations"], known.get("annotations"))
         out["metadata"] = kept
-    else:
-        same = False
-        if "metadata" in body:
-            out["metadata"] = metadata
+    elif "metadata" in body:
+        out["metadata"] = metadata
     spec = body.get("spec")
     if type(spec) is dict or isinstance(spec, Mapping):
         small = _pick(spec, KEPT_SPEC)
         known = before.get("spec")
-        if known is not None and small == known:
-            small = known
-        else:
-            same = False
-        out["spec"] = small
-    else:
-        same = False
-        if "spec" in body:
-            out["spec"] = spec
-    moved: Moved | None = None
+        out["spec"] = known if known is not None and small == known else small
+    elif "spec" in body:
+        out["spec"] = spec
     status = body.get("status")
     if type(status) is dict or isinstance(status, Mapping):
         known = before.get("status")
         if type(known) is not dict:
             known = _EMPTY
-            same = False
-        small = {}
+        trimmed = {}
         if "conditions" in status:
-            small["conditions"], moved = _conditions(status["conditions"], known.get("conditions"))
-        elif "conditions" in known:
-            same = False
+            trimmed["conditions"] = _conditions(status["conditions"], known.get("conditions"))
         if "nodeInfo" in status:
             info = status["nodeInfo"]
-            was = known.get("nodeInfo")
             if type(info) is dict or isinstance(info, Mapping):
+                was = known.get("nodeInfo")
                 boot = {"bootID": info["bootID"]} if "bootID" in info else {}
                 info = was if was is not None and boot == was else boot
-            if info is not was:
-                same = False
-            small["nodeInfo"] = info
-        elif "nodeInfo" in known:
-            same = False
-        out["status"] = small
-    else:
-        same = False
-        if "status" in body:
-            out["status"] = status
-    return out, (moved if same else None)
+            trimmed["nodeInfo"] = info
+        out["status"] = trimmed
+    elif "status" in body:
+        out["status"] = status
+    return out
+
+
+def trim_against(
+    body: Mapping[str, Any], previous: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], Moved | None]:
+    """`body` trimmed against `previous` (`trim`), and the places that moved when the update
+    is a heartbeat (`heartbeat`; None when it is not, or there is no `previous`)."""
+    moved = None if previous is None else heartbeat(previous, body)
+    return trim(body, previous), moved
 
 
 _EMPTY: Mapping[str, Any] = {}
-_VERSION = frozenset({"resourceVersion"})
-"""Metadata every write changes: not a change the readers see."""
+_ABSENT = object()
+_COMPARED_METADATA = tuple(key for key in KEPT_METADATA if key != "resourceVersion")
+"""What a heartbeat leaves as it was: every kept metadata field but the version, which every
+write changes."""

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.engine import nodes
 from remediation_operator.engine.node_index import NodeIndex
+from remediation_operator.handlers import node_trim
 from remediation_operator.handlers.node_cache import CoarseClock, NodeCache
 from tests.node_path.test_relevance import BEATS, GPU, find, node, project
 
@@ -180,12 +181,37 @@ def test_every_plan_reads_views_equal_to_the_newest_bodies_in_what_it_reads(
         if kind == "update":
             newest = variant(value, rv)
             cache.update(newest)
+            # Refreshed in place or trimmed anew: what is stored is the newest body, trimmed.
+            assert cache.body("gpu-1") == node_trim.trim(newest)
         elif kind == "watch":
             cache.watched = WATCH_SETS[value]
         else:
             watched = cache.watched
             view = cache.views["gpu-1"]
             assert unobserved(project(view, watched)) == project(nodes.to_view(newest), watched)
+
+
+def test_a_heartbeat_refreshes_the_stored_body_and_a_fault_replaces_it() -> None:
+    """A heartbeat no decision reads builds nothing (docs/performance.md, item 19); an update
+    a decision reads stores a new body, and the runtime still gets the one it replaced."""
+    cache = cache_with(node())
+    stored = cache.body("gpu-1")
+    heartbeat = version(node(), 11)
+    find(heartbeat, "Ready")["lastHeartbeatTime"] = BEATS[1]
+
+    assert not cache.update(heartbeat)
+    assert cache.body("gpu-1") is stored, "refreshed in place"
+    assert stored == node_trim.trim(heartbeat)
+    assert cache.replaced is stored
+    assert unobserved(cache.views["gpu-1"]) == nodes.to_view(heartbeat)
+
+    fault = version(heartbeat, 12)
+    find(fault, GPU).update(status="False", reason="NvidiaXID79Error")
+    assert cache.update(fault), "a watched condition turned: relevant"
+    assert cache.body("gpu-1") is not stored
+    assert cache.body("gpu-1") == node_trim.trim(fault)
+    assert cache.replaced is stored
+    assert find(dict(stored), GPU)["status"] == "True", "the body replaced is as it was"
 
 
 # Observation times (staleness on our clock) -------------------------------------------------

@@ -269,6 +269,9 @@ def test_what_the_trim_says_moved_is_what_moved_and_judges_as_the_full_compariso
     assert nodes.classify(before, after, watched, moved=moved) is full
     if moved is None:
         return
+    refreshed = copy.deepcopy(before)
+    node_trim.refresh(refreshed, new, moved)
+    assert refreshed == after, "refreshing in place stores what trimming does"
     was, now = before["status"]["conditions"], after["status"]["conditions"]
     assert len(was) == len(now)
     for place, (a, b) in enumerate(zip(was, now, strict=True)):
@@ -321,7 +324,9 @@ def test_a_moved_duplicate_of_a_condition_type_is_not_timed() -> None:
     the clock's moved-only path (an agent writing a second copy is not a heartbeat)."""
     old = node_trim.trim(bench_node())
     duplicate = copy.deepcopy(bench_node())
-    duplicate["status"]["conditions"].append({"type": "Ready", "status": "True"})
+    duplicate["status"]["conditions"].append(
+        {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-01T12:00:00Z"}
+    )
     before = node_trim.trim(duplicate)
     beat = copy.deepcopy(duplicate)
     beat["status"]["conditions"][-1]["lastHeartbeatTime"] = "2026-12-01T12:00:10Z"
@@ -358,6 +363,50 @@ def test_the_benchmark_churn_is_judged_from_the_one_condition_that_moved() -> No
     relabelled = copy.deepcopy(bench_node())
     relabelled["metadata"]["labels"]["team"] = "a"
     assert node_trim.trim_against(relabelled, old)[1] is None, "not only conditions moved"
+
+
+def kept_paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Every place in a trimmed body: each key of each mapping, each item of each list."""
+    places: list[tuple[object, ...]] = [path] if path else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            places += kept_paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            places += kept_paths(item, (*path, index))
+    return places
+
+
+def test_a_change_to_anything_kept_but_conditions_and_version_is_no_heartbeat() -> None:
+    """Whatever `trim` keeps, `heartbeat` compares: a kept field changed or removed is not a
+    heartbeat, so the node cache never refreshes in place what it should have trimmed anew.
+    (Walks what the trim keeps: a field kept from now on is covered without editing this.)"""
+    raw = fleet_node()
+    meta = raw["metadata"]
+    meta |= {"uid": "u-1", "resourceVersion": "41", "creationTimestamp": "2026-12-01T12:00:00Z"}
+    meta["deletionTimestamp"] = "2026-12-01T13:00:00Z"
+    meta["annotations"] |= {f"{OURS}quarantined-by": "fleet", "karpenter.sh/do-not-disrupt": "1"}
+    raw["spec"] |= {"unschedulable": True, "taints": [{"key": "k", "effect": "NoSchedule"}]}
+    stored = node_trim.trim(raw)
+    beat = copy.deepcopy(raw)
+    beat["metadata"]["resourceVersion"] = "42"
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-01T12:00:10Z"
+    assert node_trim.heartbeat(stored, beat) == (0,)
+    for path in kept_paths(stored):
+        if path == ("metadata", "resourceVersion") or path[:2] == ("status", "conditions"):
+            continue
+        for edit in ("change", "remove"):
+            edited = copy.deepcopy(raw)
+            parent: Any = edited
+            for step in path[:-1]:
+                parent = parent[step]
+            if edit == "change":
+                parent[path[-1]] = "changed"
+            elif isinstance(parent, dict):
+                del parent[path[-1]]
+            else:
+                parent.pop(path[-1])
+            assert node_trim.heartbeat(stored, edited) is None, (edit, path)
 
 
 class RecordingClient:
