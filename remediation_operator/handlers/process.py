@@ -23,7 +23,7 @@ from datetime import timedelta
 
 import kopf
 
-from remediation_operator.handlers import kopf_handlers
+from remediation_operator.handlers import heap, kopf_handlers
 from remediation_operator.handlers.runtime import Runtime, Settings
 from remediation_operator.k8s import leader
 from remediation_operator.k8s.client import ApiError, Client, ConfigError
@@ -93,6 +93,7 @@ async def operate(options: Options, stop: asyncio.Event | None = None) -> None:
         await reach_api(client, options.api_wait)
         metrics = Metrics()
         runtime = Runtime(client, options.settings, metrics)
+        runtime.on_synced = lambda: heap.settle(log)
         elector = runtime.elector
         metrics.leader_election_errors(
             lambda: elector.errors, reasons=[str(r) for r in leader.LeaseProblem]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -95,6 +95,9 @@ class Runtime:
         """Held by the reconcile of a policy whose nodes another policy also claims: two such
         reconciles never interleave, so neither opens an incident the other is opening."""
         self.synced = False
+        self.on_synced: Callable[[], None] = lambda: None
+        """Called once, when the caches are first synced (the process freezes its heap then:
+        `handlers.heap`)."""
         self._stopped = False
         self.elector = leader.Elector(
             client,
@@ -220,6 +223,7 @@ class Runtime:
             policies=len(listed_policies),
             remediations=len(listed_remediations),
         )
+        self.on_synced()
         for worker in self.workers.values():
             worker.touch_all()
 
