@@ -184,7 +184,7 @@ def _watched_conditions(
     return found
 
 
-def equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
+def _equal_except(old: Mapping[str, Any], new: Mapping[str, Any], skip: Collection[str]) -> bool:
     """The two mappings hold the same keys, and the same values outside `skip`.
 
     A plain loop: it runs on every Node event, where a generator's setup cost more than the
@@ -231,14 +231,12 @@ def classify(
     new: Mapping[str, Any] | None,
     watched_condition_types: Collection[str],
     stale_after: timedelta | None = None,
-    moved: Sequence[int] | None = None,
 ) -> Change:
     """What this Node update means: see `is_relevant_change` for RELEVANT, `Change` for the rest.
 
-    `moved`: the caller vouches that `new` differs from `old` only in these places of
-    `status.conditions` (and the resourceVersion): `handlers.node_trim.heartbeat` says so
-    of a body it trimmed against the previous one. The update is then judged from them alone
-    (the node cache's path for every heartbeat), with the same answer as the full comparison.
+    (A heartbeat, whose moved conditions `handlers.node_trim.heartbeat` found, is judged from
+    those alone by `classify_moved`, with the same answer: the node cache's path for most
+    events.)
 
     `stale_after` compares the new heartbeat with the old one only (two remote instants, never
     with our clock). The runtime's node cache passes None: it judges the end of a staleness
@@ -249,10 +247,6 @@ def classify(
     """
     if old is None or new is None:
         return Change.RELEVANT if old is not new else Change.UNSEEN
-    if moved is not None and stale_after is None:
-        quick = classify_moved(old, new, moved, watched_condition_types)
-        if quick is not None:
-            return quick
     old_meta, new_meta = _mapping(old.get("metadata")), _mapping(new.get("metadata"))
     if old_meta.get("labels") != new_meta.get("labels"):
         return Change.RELEVANT
@@ -291,7 +285,7 @@ def classify(
         and list(old_conditions) == list(new_conditions)  # the planner reads them in order
         and old_spec == new_spec
         and old_info == new_info
-        and equal_except(old_meta, new_meta, _UNTRACKED_METADATA)
+        and _equal_except(old_meta, new_meta, _UNTRACKED_METADATA)
     ):
         return Change.UNSEEN
     return Change.VIEW
@@ -314,7 +308,7 @@ def classify_moved(
     if type(before) is not list or type(after) is not list or len(before) != len(after):
         return None
     answer = Change.UNSEEN
-    for place in moved:  # (plain loops here: see `equal_except`)
+    for place in moved:  # (plain loops here: see `_equal_except`)
         was, now = before[place], after[place]
         if type(was) is not dict or type(now) is not dict:
             return None

@@ -157,7 +157,8 @@ class NodeCache:
             self._dirty.update(self._bodies)
 
     def update(self, body: Mapping[str, Any], name: str | None = None) -> bool:
-        """Store the newest body, trimmed (`handlers.node_trim`) against the one it replaces;
+        """Store the newest body: a heartbeat no decision reads refreshes the stored one in
+        place, anything else is trimmed (`handlers.node_trim`) against the one it replaces.
         True when the change could alter a decision. `name`: the body's metadata.name, when
         the caller has read it already. The body replaced is `replaced` until the next call.
 
@@ -169,17 +170,17 @@ class NodeCache:
             return False
         old = self.replaced = self._bodies.get(name)
         moved = None if old is None else node_trim.heartbeat(old, body)
-        quick = None
+        change = None
         if old is not None and moved is not None:
-            quick = node_views.classify_moved(old, body, moved, self._watched)
-        if old is not None and moved is not None and quick is not None:
-            # A heartbeat no decision reads: the stored body is brought up to date in place,
-            # no object built (`node_trim.refresh`); `replaced` is that same body.
-            node_trim.refresh(old, body, moved)
-            body, change = old, quick
-        else:
+            change = node_views.classify_moved(old, body, moved, self._watched)
+            if change is not None:
+                # A heartbeat no decision reads: the stored body is brought up to date in
+                # place, no object built (`node_trim.refresh`); `replaced` is that same body.
+                node_trim.refresh(old, body, moved)
+                body = old
+        if change is None:
             body = self._bodies[name] = node_trim.trim(body, old)
-            change = node_views.classify(old, body, self._watched, moved=moved)
+            change = node_views.classify(old, body, self._watched)
         self.renewed = False
         if change is Change.UNSEEN:
             self._behind.add(name)  # (a view still to be built is built from the newest body)
