@@ -77,10 +77,11 @@ lint: install
 	$(BIN)/ruff format --check remediation_operator emulator tests scripts bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator/crds --out charts/remediation-operator-crd/files --docs docs/policy.md --check
+	$(BIN)/python scripts/check_version.py
+	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator-crd/files --docs docs/policy.md --check
 
 crds: install
-	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator/crds --out charts/remediation-operator-crd/files --docs docs/policy.md
+	$(BIN)/remediation-operator crds --out crds --out charts/remediation-operator-crd/files --docs docs/policy.md
 	$(BIN)/python -m tests.chart.values_schema --write
 
 demo: install

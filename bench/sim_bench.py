@@ -2,7 +2,7 @@
 
 Issue 5's targets: 2,048 nodes for 54 days (the Llama 3 fleet and run) in under 30 s, and
 10,000 nodes for 90 days in under 2 minutes, on the project's 2-core machine. Both run the
-shipped graduated policy (`examples/gpu-default-policy.yaml`) over the shipped fault mix with
+shipped graduated policy (`examples/gpu-xid-ladders-policy.yaml`) over the shipped fault mix with
 gang-scheduled jobs, through the real engine and planner. Prints one line per size and writes
 `bench-results/sim.json`. Run: `.venv/bin/python bench/sim_bench.py [--quick]`.
 
@@ -23,7 +23,7 @@ from remediation_operator.sim import faultmix, fleetspec, study
 from remediation_operator.sim.simulator import Simulation
 
 ROOT = Path(__file__).resolve().parents[1]
-POLICY = ROOT / "examples" / "gpu-default-policy.yaml"
+POLICY = ROOT / "examples" / "gpu-xid-ladders-policy.yaml"
 OUT = ROOT / "bench-results" / "sim.json"
 SIZES = ((2048, 54.0, 30.0), (10_000, 90.0, 120.0))
 """(nodes, days, target seconds)."""

@@ -1,3 +1,5 @@
-"""Graduated remediation of GPU nodes: cordon, drain, GPU reset, reboot, replace."""
+"""Graduated remediation of GPU nodes: cordon, drain, GPU reset, reboot, replace.
 
-__version__ = "0.1.0"
+The version lives in pyproject.toml only; `remediation-operator --version` reads it from the
+installed distribution and scripts/check_version.py checks every other copy against it.
+"""

@@ -55,7 +55,7 @@ def test_minimal_policy_gets_the_domain_defaults(minimal: dict[str, Any]) -> Non
 
 
 def test_default_gpu_policy_reads_as_written() -> None:
-    policy = policy_parsing.parse_policy(load(EXAMPLES / "gpu-default-policy.yaml"))
+    policy = policy_parsing.parse_policy(load(EXAMPLES / "gpu-xid-ladders-policy.yaml"))
     names = [f.name for f in policy.faults]
     assert names[0] == "gpu-contact-support"  # most severe first
     silent = next(f for f in policy.faults if f.name == "gpu-health-unknown")

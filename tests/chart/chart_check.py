@@ -34,7 +34,6 @@ from tests.chart import crd_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "remediation-operator"
-CHART_CRDS = CHART / "crds"
 CRD_CHART = ROOT / "charts" / "remediation-operator-crd"
 CRD_CHART_FILES = CRD_CHART / "files"
 KEEP = "helm.sh/resource-policy"
@@ -45,10 +44,7 @@ CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples"
 INVALID_EXAMPLES = EXAMPLES / "invalid"
 
-REGENERATE_CRDS = (
-    "remediation-operator crds --out crds --out charts/remediation-operator/crds"
-    " --out charts/remediation-operator-crd/files"
-)
+REGENERATE_CRDS = "remediation-operator crds --out crds --out charts/remediation-operator-crd/files"
 RELEASE = "remediation-operator"
 NAMESPACE = "remediation-system"
 KUBERNETES_VERSIONS = ("1.28.0", "1.37.0")
@@ -293,31 +289,25 @@ def differing_crds(top: Mapping[str, bytes], chart: Mapping[str, bytes]) -> list
 
 
 def sync_chart_crds() -> str:
-    """Check that the chart's crds/ equals the top-level crds/ (the generator writes both).
-
-    While the chart has no copy at all, the top-level CRDs are copied in (and that is said);
-    once it has one, any difference fails: CRDs are not something to reconcile silently.
-    """
+    """Check that the CRD chart's files/ equals the top-level crds/ (the generator writes
+    both), and that the operator chart has no crds/ of its own: the CRDs have one home, the
+    CRD chart (Helm 4 re-applies a chart's crds/ over existing CRDs, dropping the CRD
+    chart's labels and `keep`, and an older copy would downgrade the schema; D44)."""
     top = crd_files(CRDS)
     if not top:
         raise CheckFailedError("crds/ holds no CRDs: run `make crds` (remediation-operator crds)")
-    chart = crd_files(CHART_CRDS)
-    if not chart:
-        CHART_CRDS.mkdir(parents=True, exist_ok=True)
-        for name, content in top.items():
-            (CHART_CRDS / name).write_bytes(content)
-        return f"copied {len(top)} CRDs from crds/ into {CHART_CRDS.relative_to(ROOT)}/"
-    for directory in (CHART_CRDS, CRD_CHART_FILES):
-        differing = differing_crds(top, crd_files(directory))
-        if differing:
-            raise CheckFailedError(
-                f"{directory.relative_to(ROOT)}/ differs from crds/ in {', '.join(differing)}:"
-                f" run `{REGENERATE_CRDS}`"
-            )
-    return (
-        f"{CHART_CRDS.relative_to(ROOT)}/ and {CRD_CHART_FILES.relative_to(ROOT)}/ equal crds/"
-        f" ({len(top)} CRDs)"
-    )
+    if (CHART / "crds").exists():
+        raise CheckFailedError(
+            f"{(CHART / 'crds').relative_to(ROOT)}/ exists: the CRDs belong to the"
+            f" {CRD_CHART.name} chart only; delete it"
+        )
+    differing = differing_crds(top, crd_files(CRD_CHART_FILES))
+    if differing:
+        raise CheckFailedError(
+            f"{CRD_CHART_FILES.relative_to(ROOT)}/ differs from crds/ in {', '.join(differing)}:"
+            f" run `{REGENERATE_CRDS}`"
+        )
+    return f"{CRD_CHART_FILES.relative_to(ROOT)}/ equals crds/ ({len(top)} CRDs)"
 
 
 def check_values_schema() -> str:

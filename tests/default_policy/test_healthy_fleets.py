@@ -35,7 +35,7 @@ BEAT = timedelta(minutes=5)
 
 def shipped_example() -> Policy:
     return policy_parsing.parse_policy(
-        yaml.safe_load((ROOT / "examples" / "gpu-default-policy.yaml").read_text())
+        yaml.safe_load((ROOT / "examples" / "gpu-xid-ladders-policy.yaml").read_text())
     )
 
 

@@ -24,7 +24,7 @@ from remediation_operator.domain.policy import Action, Fault, OnExhausted, Polic
 from remediation_operator.sim import study
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY = ROOT / "examples" / "gpu-default-policy.yaml"
+POLICY = ROOT / "examples" / "gpu-xid-ladders-policy.yaml"
 CHART_VALUES = ROOT / "charts" / "remediation-operator" / "values.yaml"
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

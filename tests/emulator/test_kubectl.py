@@ -199,19 +199,19 @@ def test_project_crds_and_example_policy_through_kubectl(
 ) -> None:
     """`kubectl apply -f crds/` then the example policy, as a user of the project would."""
     crds = sorted((PROJECT / "crds").glob("*.yaml"))
-    example = PROJECT / "examples" / "gpu-default-policy.yaml"
+    example = PROJECT / "examples" / "gpu-xid-ladders-policy.yaml"
     if not crds or not example.exists():
-        pytest.skip("crds/ or examples/gpu-default-policy.yaml not generated yet")
+        pytest.skip("crds/ or examples/gpu-xid-ladders-policy.yaml not generated yet")
     applied = kubectl("apply", "-f", str(PROJECT / "crds"))
     assert applied.returncode == 0, applied.stderr
     policy = kubectl("apply", "-f", str(example))
     assert policy.returncode == 0, policy.stderr
-    assert "remediationpolicy.remediation.gpuops.io/gpu-default created" in policy.stdout
+    assert "remediationpolicy.remediation.gpuops.io/gpu-xid-ladders created" in policy.stdout
     threaded.store.create(
         "remediations",
         {
             "metadata": {"name": "gpu-17-incident"},
-            "spec": {"nodeName": "gpu-17", "policyName": "gpu-default"},
+            "spec": {"nodeName": "gpu-17", "policyName": "gpu-xid-ladders"},
         },
     )
     crd = yaml.safe_load((PROJECT / "crds" / "remediations.remediation.gpuops.io.yaml").read_text())

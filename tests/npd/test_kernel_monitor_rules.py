@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NPD = ROOT / "charts" / "remediation-operator" / "npd"
 KERNEL_MONITOR = NPD / "gpu-kernel-monitor.json"
 DCGM_MONITOR = NPD / "dcgm-health-monitor.json"
-POLICY = ROOT / "examples" / "gpu-default-policy.yaml"
+POLICY = ROOT / "examples" / "gpu-xid-ladders-policy.yaml"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Real: the operator process (`remediation-operator run`) against the API emulator and its
 emulated fleet (tests/integration's fixtures), the shipped default policy
-(examples/gpu-default-policy.yaml), `promtool check metrics`. Faked: time is short: the
+(examples/gpu-xid-ladders-policy.yaml), `promtool check metrics`. Faked: time is short: the
 policy's tolerate windows are shortened to seconds (they stay above zero, which is what the
 reaction-time metric used to miss) and its start-up grace is off.
 """
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_policy(tolerate: str) -> dict[str, Any]:
-    body: dict[str, Any] = yaml.safe_load((ROOT / "examples/gpu-default-policy.yaml").read_text())
+    body: dict[str, Any] = yaml.safe_load((ROOT / "examples/gpu-xid-ladders-policy.yaml").read_text())
     policy = copy.deepcopy(body)
     policy["spec"]["startupGrace"] = "0s"
     for fault in policy["spec"]["faults"]:
@@ -59,13 +59,13 @@ async def test_reaction_time_is_recorded_under_the_default_policy_and_promtool_a
     await eventually(reacted, within=30, what="reaction_seconds_count >= 1 after the cordon")
     text = await operator.metrics()
     [(labels, _)] = samples(text, "gpuops_remediation_reaction_seconds_count")
-    assert labels == '{policy="gpu-default"}'
+    assert labels == '{policy="gpu-xid-ladders"}'
     # Measured from the end of the tolerate window, not from the fault: far below the 2s.
     [(_, total)] = samples(text, "gpuops_remediation_reaction_seconds_sum")
     errors = samples(text, "gpuops_remediation_reconcile_errors_total")
     assert total < 2.0, f"reaction time {total}s includes the tolerate window ({errors=})"
     started = samples(text, "gpuops_remediation_steps_started_total")
-    assert ('{action="Cordon",policy="gpu-default"}', 1.0) in started
+    assert ('{action="Cordon",policy="gpu-xid-ladders"}', 1.0) in started
     assert samples(text, "process_resident_memory_bytes"), "process collector missing"
     assert samples(text, "python_info"), "platform collector missing"
     assert "_created" not in text
@@ -92,7 +92,7 @@ async def test_a_standby_exports_no_fleet_gauges(cluster: Cluster) -> None:  # n
 
     async def accepted() -> bool:
         got = samples(await leader.metrics(), "gpuops_remediation_policy_accepted")
-        return got == [('{policy="gpu-default"}', 1.0)]
+        return got == [('{policy="gpu-xid-ladders"}', 1.0)]
 
     await eventually(accepted, within=20, what="the leader exports policy_accepted")
     text = await standby.metrics()

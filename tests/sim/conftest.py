@@ -28,7 +28,7 @@ def mix() -> FaultMix:
 
 @pytest.fixture(scope="session")
 def graduated() -> Policy:
-    return study.load_policy(EXAMPLES / "gpu-default-policy.yaml")
+    return study.load_policy(EXAMPLES / "gpu-xid-ladders-policy.yaml")
 
 
 @pytest.fixture(scope="session")

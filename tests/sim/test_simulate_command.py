@@ -16,7 +16,7 @@ from remediation_operator.sim import plot
 
 from .conftest import EXAMPLES
 
-DEFAULT = EXAMPLES / "gpu-default-policy.yaml"
+DEFAULT = EXAMPLES / "gpu-xid-ladders-policy.yaml"
 REPLACE_FIRST = EXAMPLES / "baselines" / "replace-on-first-fault.yaml"
 NOT_READY = EXAMPLES / "baselines" / "wait-for-notready.yaml"
 
@@ -50,7 +50,7 @@ def test_the_report_answers_what_a_user_asks(
         "hours blocked",
     ):
         assert row in out
-    assert "gpu-default" in out.splitlines()[2]
+    assert "gpu-xid-ladders" in out.splitlines()[2]
 
 
 def test_compare_puts_policies_side_by_side_and_writes_every_output(
@@ -73,7 +73,7 @@ def test_compare_puts_policies_side_by_side_and_writes_every_output(
     assert code == 0
     header = out.splitlines()[2].split()
     # The oracle (the best any policy could do on the same faults) always comes last.
-    assert header == ["gpu-default", "replace-on-first-fault", "wait-for-notready", "oracle"]
+    assert header == ["gpu-xid-ladders", "replace-on-first-fault", "wait-for-notready", "oracle"]
     assert "invariants held at" in out
     reports = json.loads(report.read_text())
     assert [r["policy"] for r in reports] == header
@@ -153,7 +153,7 @@ def test_an_invalid_policy_exits_2_naming_the_field(
 
 def test_two_compared_policies_need_distinct_names(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate", "--policy", str(DEFAULT), "--compare", str(DEFAULT)]) == 2
-    assert "both named 'gpu-default'" in capsys.readouterr().err
+    assert "both named 'gpu-xid-ladders'" in capsys.readouterr().err
 
 
 def test_the_report_is_the_same_in_another_process(fleet: Path, tmp_path: Path) -> None:
