@@ -115,10 +115,14 @@ async def operate(options: Options, stop: asyncio.Event | None = None) -> None:
                     namespace=options.settings.namespace,
                     lease=options.settings.lease_name,
                 )
+                # Namespaced to the executor namespace: the only namespaced resource kopf
+                # watches is our executor Jobs, so Jobs are read there and nowhere else (D45).
+                # The policies and Remediations are cluster-scoped and watched cluster-wide
+                # all the same; kopf lists and watches Namespaces to know when it appears.
                 await kopf.operator(
                     registry=registry,
                     standalone=True,
-                    clusterwide=True,
+                    namespaces=[options.settings.executor_namespace or options.settings.namespace],
                     stop_flag=stop,
                 )
         except endpoints.BindError as error:

@@ -40,6 +40,15 @@ KEEP = "helm.sh/resource-policy"
 PROMETHEUS_RULE_API = "monitoring.coreos.com/v1/PrometheusRule"
 """Passed to `helm template --api-versions` by the gate, as a cluster with the Prometheus
 Operator would report it, so the PrometheusRule is rendered and checked too."""
+VALIDATING_ADMISSION_POLICY_API = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+"""Passed too, as a Kubernetes 1.30+ API server reports it: the approver policy is rendered
+only where the server has it (approver-policy.yaml)."""
+SINCE: Mapping[tuple[str, str], str] = {
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "1.30.0",
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): "1.30.0",
+}
+"""Kinds newer than the chart's kubeVersion floor (rendered only where the API exists): each is
+validated against the supported versions from the one it appeared in."""
 CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples"
 INVALID_EXAMPLES = EXAMPLES / "invalid"
@@ -266,14 +275,30 @@ def validate_builtin(tools: Tools, docs: Sequence[Document], workdir: Path, name
 
     Fails on any invalid object and on any object it has no schema for.
     """
-    path = workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    versions = [arg for version in KUBERNETES_VERSIONS for arg in ("-k", version)]
-    result = run_tool([tools.kubernetes_validate, "--strict", *versions, str(path)])
-    report = result.stdout + result.stderr
-    if result.returncode != 0 or "Couldn't find schema" in report:
-        raise CheckFailedError(f"kubernetes-validate --strict ({name}):\n{report}")
-    return report
+
+    def since(doc: Document) -> str:
+        return SINCE.get((doc.get("apiVersion", ""), doc.get("kind", "")), KUBERNETES_VERSIONS[0])
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split("."))
+
+    reports = []
+    for floor in sorted({since(doc) for doc in docs}, key=release):
+        group = [doc for doc in docs if since(doc) == floor]
+        path = workdir / f"{name}-{floor}.yaml"
+        path.write_text(yaml.safe_dump_all(group, sort_keys=False))
+        versions = [
+            arg
+            for version in KUBERNETES_VERSIONS
+            if release(version) >= release(floor)
+            for arg in ("-k", version)
+        ]
+        result = run_tool([tools.kubernetes_validate, "--strict", *versions, str(path)])
+        report = result.stdout + result.stderr
+        if result.returncode != 0 or "Couldn't find schema" in report:
+            raise CheckFailedError(f"kubernetes-validate --strict ({name}):\n{report}")
+        reports.append(report)
+    return "".join(reports)
 
 
 # --- our kinds -------------------------------------------------------------------------------
@@ -475,7 +500,9 @@ def check_values(tools: Tools, values: Path | None, crds: Mapping[Kind, Document
     name = label(values)
     helm_lint(tools, values)
     lines.append(f"helm lint: ok ({name})")
-    docs = render(tools, values, api_versions=(PROMETHEUS_RULE_API,))
+    docs = render(
+        tools, values, api_versions=(PROMETHEUS_RULE_API, VALIDATING_ADMISSION_POLICY_API)
+    )
     rendered = sort_rendered(docs, crds)
     lines += check_alert_rules(docs, name)
     with tempfile.TemporaryDirectory(prefix="chart-check-") as tmp:

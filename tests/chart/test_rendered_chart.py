@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.chart import chart_check
 
@@ -17,8 +19,9 @@ VALUE_SETS = ("default", "monitoring-policy-values", "nodeagent-single-values")
 # integration scenario (narrower than the first runtime contract: no namespaces, no
 # events.k8s.io, no patch/update of Remediations or policies, only status updates, no
 # nodeclaims watch, no Job delete). Leases, and creating and reading executor Jobs, are granted
-# only in the operator's namespace; kopf's cluster-wide watch of our labelled Jobs needs
-# list/watch cluster-wide; everything else is cluster-wide.
+# only in the operator's namespace; Jobs are created, listed and watched only in the executor
+# namespace (kopf runs namespaced to it, so it lists and watches Namespaces); everything else
+# is cluster-wide.
 CLUSTER_RULES = frozenset(
     {("", "nodes", v) for v in ("get", "list", "watch", "patch", "delete")}
     | {("", "pods", v) for v in ("list", "watch", "delete")}
@@ -33,11 +36,11 @@ CLUSTER_RULES = frozenset(
     }
     | {("remediation.gpuops.io", "remediations/status", "update")}
     | {("karpenter.sh", "nodeclaims", v) for v in ("get", "list", "delete")}
-    | {("batch", "jobs", v) for v in ("list", "watch")}
+    | {("", "namespaces", v) for v in ("list", "watch")}
 )
 LEASE_RULES = frozenset({("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")})
 EXECUTOR_RULES = frozenset(
-    {("batch", "jobs", v) for v in ("get", "create")} | {("", "events", "list")}
+    {("batch", "jobs", v) for v in ("get", "list", "watch", "create")} | {("", "events", "list")}
 )
 
 CONTRACT_METRICS = frozenset(
@@ -161,7 +164,8 @@ def test_values_reach_the_flags_and_the_image(rendered: dict[str, list[Document]
 
 def test_default_image_is_the_app_version(rendered: dict[str, list[Document]]) -> None:
     image = operator_container(rendered["default"])["image"]
-    assert image.endswith(":0.1.0")
+    version = tomllib.loads((chart_check.ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert image == f"ghcr.io/gpuops/remediation-operator:{version}"
 
 
 def test_replicas_spread_over_hosts_and_zones(rendered: dict[str, list[Document]]) -> None:
@@ -504,8 +508,9 @@ def test_people_get_view_edit_and_approver_roles_the_operator_is_not_bound_to(
     assert set(roles) == {"remediation-operator", "view", "edit", "approver"}
     labels = roles["view"]["metadata"]["labels"]
     assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-    assert "rbac.authorization.k8s.io/aggregate-to-view" not in roles["edit"]["metadata"]["labels"]
-    assert roles["edit"]["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"]
+    assert not [k for k in roles["edit"]["metadata"]["labels"] if "aggregate-to" in k], (
+        "writing policies must not reach the built-in edit/admin roles by default"
+    )
     assert chart_check.granted(roles["view"]) == {
         ("remediation.gpuops.io", r, v)
         for r in ("remediations", "remediationpolicies")
@@ -549,3 +554,139 @@ def test_diagnostics_job_collects_the_bug_report_kernel_log_and_dcgm_output(
     assert 'out="${REMEDIATION_DIAGNOSTICS_DIR:-/tmp/diagnostics}"' in script
     for part in ("nvidia-bug-report.sh", "journalctl -k", "dcgmi diag -r 1", "nvidia-smi -q"):
         assert part in script
+
+
+def test_aggregating_policy_writes_into_edit_and_admin_is_opt_in(
+    tools: chart_check.Tools,
+) -> None:
+    docs = chart_check.render(tools, overrides=("rbac.aggregateToEdit=true",))
+    [edit] = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "remediation-operator-edit"
+    ]
+    labels = edit["metadata"]["labels"]
+    assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert labels["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in labels
+
+
+def _approver_policy(docs: list[Document]) -> tuple[Document, Document]:
+    [policy] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    [binding] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    return policy, binding
+
+
+def test_approvers_are_held_to_the_approval_annotation_where_the_server_can(
+    tools: chart_check.Tools,
+) -> None:
+    """Rendered where the API server serves admissionregistration.k8s.io/v1 VAPs (1.30+), for
+    Remediation UPDATEs by whoever may not `update` them (the approver role has only patch);
+    tests/e2e/test_upgrade.py shows the real API server refusing a spec change by an approver
+    and allowing the annotation."""
+    docs = chart_check.render(tools, api_versions=(chart_check.VALIDATING_ADMISSION_POLICY_API,))
+    policy, binding = _approver_policy(docs)
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["remediations"]  # not remediations/status: the operator's
+    assert rule["operations"] == ["UPDATE"]
+    [condition] = policy["spec"]["matchConditions"]
+    assert "check('update')" in condition["expression"]
+    assert all(
+        "remediation.gpuops.io/approve" in v["message"] for v in policy["spec"]["validations"]
+    )
+    approver = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-approver")
+    ]
+    assert ("remediation.gpuops.io", "remediations", "update") not in chart_check.granted(
+        approver[0]
+    )
+    # Where the server lacks the API (1.28, 1.29) or it is turned off: not rendered.
+    assert not [d for d in chart_check.render(tools) if "ValidatingAdmission" in d["kind"]]
+    off = chart_check.render(
+        tools,
+        overrides=("rbac.approverPolicy.enabled=false",),
+        api_versions=(chart_check.VALIDATING_ADMISSION_POLICY_API,),
+    )
+    assert not [d for d in off if "ValidatingAdmission" in d["kind"]]
+
+
+def test_node_problem_detector_gets_a_privileged_namespace_of_its_own(
+    rendered: dict[str, list[Document]], tools: chart_check.Tools
+) -> None:
+    """Its pods are privileged with a hostPath: the restricted operator namespace would refuse
+    them, so they run in `<namespace>-node-problem-detector`, labelled privileged."""
+    docs = rendered["npd-values"]
+    operator = one(docs, "Deployment")["metadata"]["namespace"]
+    npd = f"{operator}-node-problem-detector"
+    namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
+    labels = namespaces[npd]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    npd_objects = [
+        d
+        for d in docs
+        if d["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+        == "node-problem-detector"
+        and d["kind"] not in ("Namespace", "ClusterRoleBinding")
+    ]
+    assert {d["kind"] for d in npd_objects} == {"DaemonSet", "ServiceAccount", "ConfigMap"}
+    assert {d["metadata"]["namespace"] for d in npd_objects} == {npd}
+    [binding] = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("-npd")
+    ]
+    assert binding["subjects"][0]["namespace"] == npd
+    # No privileged pod is left in the operator's namespace.
+    for d in docs:
+        if d["kind"] in ("DaemonSet", "Deployment") and d["metadata"]["namespace"] == operator:
+            for container in d["spec"]["template"]["spec"]["containers"]:
+                assert not container.get("securityContext", {}).get("privileged")
+    # The NOTES say where it runs.
+    notes = chart_check.run_tool(
+        [
+            tools.helm, "install", "remediation-operator", str(chart_check.CHART),
+            "-n", chart_check.NAMESPACE, "--dry-run=client",
+            "--set", "nodeProblemDetector.enabled=true",
+        ]
+    )  # fmt: skip
+    assert notes.returncode == 0, notes.stderr
+    assert f"node-problem-detector runs in namespace {npd} (privileged" in notes.stdout
+    # A namespace the user brings: not rendered, and the objects follow its name.
+    own = chart_check.render(
+        tools,
+        overrides=(
+            "nodeProblemDetector.enabled=true",
+            "nodeProblemDetector.namespace.create=false",
+            "nodeProblemDetector.namespace.name=npd",
+        ),
+    )
+    assert "npd" not in {d["metadata"]["name"] for d in own if d["kind"] == "Namespace"}
+    assert one(own, "DaemonSet")["metadata"]["namespace"] == "npd"
+
+
+def test_no_example_policy_can_take_over_a_chart_object(
+    rendered: dict[str, list[Document]], tools: chart_check.Tools
+) -> None:
+    """Applying an example must never overwrite a Helm-managed object (the next `helm upgrade`
+    would fail on a server-side-apply conflict): no example's kind and name equal a rendered
+    object's, for any values set, the default policy switched on included."""
+    examples = {
+        (doc["kind"], doc["metadata"]["name"])
+        for path in sorted(chart_check.EXAMPLES.rglob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and "metadata" in doc
+    }
+    assert ("RemediationPolicy", "gpu-xid-ladders") in examples
+    sets = [
+        *rendered.values(),
+        chart_check.render(tools, overrides=("defaultPolicy.enabled=true",)),
+    ]
+    chart_objects = {(d["kind"], d["metadata"]["name"]) for docs in sets for d in docs}
+    assert ("RemediationPolicy", "gpu-default") in chart_objects
+    assert examples & chart_objects == set()

@@ -38,6 +38,15 @@ The namespace of the GPU-reset and reboot Jobs: executors.namespace.name, else
 {{- default $default .Values.executors.namespace.name }}
 {{- end }}
 
+{{/*
+The namespace of node-problem-detector (a privileged hostPath DaemonSet):
+nodeProblemDetector.namespace.name, else "<operator namespace>-node-problem-detector".
+*/}}
+{{- define "remediation-operator.npdNamespace" -}}
+{{- $default := printf "%s-node-problem-detector" (include "remediation-operator.namespace" .) | trunc 63 | trimSuffix "-" }}
+{{- default $default .Values.nodeProblemDetector.namespace.name }}
+{{- end }}
+
 {{- define "remediation-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
