@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HELM := $(BIN)/helm
+HELM3 := $(BIN)/helm3
 
 .PHONY: install lock promtool test e2e e2e-kind lint crds chart-check demo sandbox bench bench-emulator reliability clean
 
@@ -47,12 +48,17 @@ promtool:
 $(HELM): scripts/install_helm.py | $(STAMP)
 	$(BIN)/python scripts/install_helm.py $(HELM)
 
+# Helm 3 as well, for the upgrade test (tests/e2e/test_upgrade.py runs docs/install.md's
+# commands with both majors).
+$(HELM3): scripts/install_helm.py | $(STAMP)
+	$(BIN)/python scripts/install_helm.py --major 3 $(HELM3)
+
 test: install $(HELM)
 	$(BIN)/python -m pytest -q -m 'not e2e'
 
 # Against a real kube-apiserver: binaries from E2E_ASSETS (or KUBEBUILDER_ASSETS), or an
 # existing cluster from E2E_KUBECONFIG; skips with how to get them when neither is set.
-e2e: install $(HELM)
+e2e: install $(HELM) $(HELM3)
 	$(BIN)/python -m pytest -q -m e2e tests
 
 # The same suite on a kind cluster with the chart installed from a locally built image (needs

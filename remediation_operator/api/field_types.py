@@ -37,12 +37,31 @@ MAX_DURATION_TEXT = "8760h"
 MAX_DURATION_LENGTH = 32
 """At most this many characters (`8759h59m59.999s` is 15): a bound the API server checks too."""
 
+_NUMBER_AT_START = r"(^|[hms])0*[1-9]"
+SURELY_TOO_LONG = "|".join(
+    (
+        _NUMBER_AT_START + r"[0-9]{4,}(\.[0-9]+)?h",  # 10000h and more
+        _NUMBER_AT_START + r"[0-9]{6,}(\.[0-9]+)?m([0-9]|$)",  # 1000000m (not ms)
+        _NUMBER_AT_START + r"[0-9]{8,}(\.[0-9]+)?s",  # 100000000s
+        _NUMBER_AT_START + r"[0-9]{11,}(\.[0-9]+)?ms",  # 100000000000ms
+    )
+)
+"""A duration with one part this large is over MAX_DURATION whatever the rest says. Below these
+sizes no sum of parts that fits in MAX_DURATION_LENGTH characters overflows Go's int64
+nanoseconds, so `duration()` never fails on text the pattern admits."""
+
 DURATION_RULE = {
-    "rule": f"duration(self) <= duration('{MAX_DURATION_TEXT}')",
+    "rule": (
+        f"!self.matches(r'{durations.PATTERN}') || (!self.matches(r'{SURELY_TOO_LONG}')"
+        f" && duration(self) <= duration('{MAX_DURATION_TEXT}'))"
+    ),
     "message": f"must be at most {MAX_DURATION_TEXT} (365 days)",
 }
 """The CEL rule the CRD carries for every duration (Kubernetes CEL's `duration()` reads Go
-duration text, of which our pattern is a subset)."""
+duration text, of which our pattern is a subset). It calls `duration()` only on text that it
+can convert: a conversion error would be reported as a second, internal message
+("type conversion error from 'string' to 'google.protobuf.Duration'") next to the pattern's
+own, and for an overflowing number (24000000000h) instead of "must be at most 8760h"."""
 
 MAX_REGEX_LENGTH = 1024
 

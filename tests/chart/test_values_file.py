@@ -25,6 +25,7 @@ FREE_FORM = {
     "serviceMonitor.labels",
     "grafanaDashboard.labels",
     "nodeProblemDetector.nodeSelector",
+    "nodeProblemDetector.namespace.labels",
     "nodeProblemDetector.resources",
 }
 KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z][\w.-]*):(?P<rest>.*)$")
