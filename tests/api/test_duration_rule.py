@@ -55,5 +55,6 @@ def test_the_shortcut_refuses_only_what_is_over_the_bound(text: str) -> None:
 def test_the_rule_guards_duration_with_the_pattern_and_the_shortcut() -> None:
     rule = field_types.DURATION_RULE["rule"]
     guard, _, converted = rule.partition("duration(self)")
-    assert durations.PATTERN in guard and field_types.SURELY_TOO_LONG in guard
+    assert durations.PATTERN in guard
+    assert field_types.SURELY_TOO_LONG in guard
     assert converted.startswith(" <= duration('8760h')")

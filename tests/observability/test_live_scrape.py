@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def default_policy(tolerate: str) -> dict[str, Any]:
-    body: dict[str, Any] = yaml.safe_load((ROOT / "examples/gpu-xid-ladders-policy.yaml").read_text())
+    body: dict[str, Any] = yaml.safe_load(
+        (ROOT / "examples/gpu-xid-ladders-policy.yaml").read_text()
+    )
     policy = copy.deepcopy(body)
     policy["spec"]["startupGrace"] = "0s"
     for fault in policy["spec"]["faults"]:
