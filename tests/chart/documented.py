@@ -50,6 +50,8 @@ class Shell:
         argv = shlex.split(command)
         if argv[0] == "helm":
             argv[0] = self.helm
+        elif argv[0] == "remediation-operator":  # this checkout's, whatever PATH says
+            argv[:1] = [sys.executable, "-m", "remediation_operator"]
         return subprocess.run(
             argv,
             cwd=self.cwd,
