@@ -70,6 +70,8 @@ e2e-kind: install $(HELM)
 	kind create cluster --name $(E2E_KIND_CLUSTER) --kubeconfig .e2e/kind.kubeconfig
 	docker build -t remediation-operator:e2e .
 	kind load docker-image remediation-operator:e2e --name $(E2E_KIND_CLUSTER)
+	KUBECONFIG=.e2e/kind.kubeconfig $(HELM) upgrade --install remediation-operator-crd \
+	  charts/remediation-operator-crd --namespace remediation-system --create-namespace
 	KUBECONFIG=.e2e/kind.kubeconfig $(HELM) upgrade --install remediation-operator \
 	  charts/remediation-operator --namespace remediation-system --create-namespace \
 	  --set image.repository=remediation-operator --set image.tag=e2e \
