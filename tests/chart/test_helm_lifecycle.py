@@ -127,8 +127,13 @@ def test_notes_warn_when_the_cluster_would_refuse_the_executor_jobs(
     (the chart's NOTES look them up), not discovered when the first GPU reset is refused."""
     shell = Shell(real_cluster, helm("helm4"))
     executors = f"{NAMESPACE}-executors"
+    npd = f"{NAMESPACE}-node-problem-detector"
     try:
-        for name, level in ((NAMESPACE, "restricted"), (executors, "restricted")):
+        for name, level in (
+            (NAMESPACE, "restricted"),
+            (executors, "restricted"),
+            (npd, "baseline"),
+        ):
             real_cluster.admin.apply(
                 {
                     "apiVersion": "v1",
@@ -143,7 +148,11 @@ def test_notes_warn_when_the_cluster_would_refuse_the_executor_jobs(
             f"helm install remediation-operator charts/remediation-operator -n {NAMESPACE}"
             " --set executors.namespace.create=false"
             " --set jobTemplates.gpuReset.runtimeClassName=nvidia"
+            " --set nodeProblemDetector.enabled=true"
+            " --set nodeProblemDetector.namespace.create=false"
         )
+        assert f'node-problem-detector namespace {npd} enforces Pod Security "baseline"' in notes
+        assert f"node-problem-detector runs in namespace {npd}" in notes
         assert f'executor namespace {executors} enforces Pod Security "restricted"' in notes
         assert f"kubectl label namespace {executors} --overwrite" in notes
         assert 'RuntimeClass "nvidia" does not exist' in notes
@@ -161,6 +170,7 @@ def test_notes_warn_when_the_cluster_would_refuse_the_executor_jobs(
         quiet = shell(
             f"helm upgrade remediation-operator charts/remediation-operator -n {NAMESPACE}"
             " --reset-then-reuse-values --set jobTemplates.gpuReset.runtimeClassName="
+            " --set nodeProblemDetector.enabled=false"
         )
         assert "WARNING" not in quiet
     finally:
