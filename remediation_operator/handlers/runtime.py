@@ -25,6 +25,7 @@ from remediation_operator.engine.reconciler import Reconciled
 from remediation_operator.handlers import node_watch, policies
 from remediation_operator.handlers.cluster_port import KubernetesCluster
 from remediation_operator.handlers.drain_watch import DrainWatches
+from remediation_operator.handlers.job_retention import JobJanitor, JobKey
 from remediation_operator.handlers.node_cache import NodeCache
 from remediation_operator.handlers.node_watch import NodeWatch
 from remediation_operator.handlers.record_port import KubernetesRecords
@@ -33,7 +34,7 @@ from remediation_operator.handlers.retention import Janitor
 from remediation_operator.handlers.supervision import Supervisor
 from remediation_operator.handlers.workers import PolicyWorker, Round
 from remediation_operator.k8s import leader, names, records
-from remediation_operator.k8s.client import ApiError, Client
+from remediation_operator.k8s.client import ApiError, Client, path
 from remediation_operator.k8s.events import EventRecorder
 from remediation_operator.observability import logs
 from remediation_operator.observability.metrics import Metrics
@@ -150,6 +151,9 @@ class Runtime:
             lambda: self.elector.leading,
             log=self.log,
         )
+        self.job_janitor = JobJanitor(
+            settings.job_retention, self._delete_job, self._may_act, log=self.log
+        )
         self.drains = DrainWatches(
             client, self._pods_changed, log=self.log, supervisor=self.supervisor
         )
@@ -181,6 +185,7 @@ class Runtime:
         self.records.start(self.supervisor.spawn)
         self._spawn("leader-election", self.elector.run)
         self._spawn("retention", self.janitor.run)
+        self._spawn("job-retention", self.job_janitor.run)
         self.supervisor.spawn("node-watch", self.node_watch.run, quiet=self.settings.watch_quiet)
         self.supervisor.spawn("initial-sync", self._initial_sync, once=True)
         self._spawn("staleness", self._staleness)
@@ -358,6 +363,7 @@ class Runtime:
 
     def remediation_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
         self.records.observe(kind, body)
+        self.job_janitor.remediation(kind, body)
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name") or "")
         spec = body.get("spec") or {}
@@ -439,6 +445,7 @@ class Runtime:
 
     def job_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
         """An executor Job finished: look at its node now rather than at the next check."""
+        self.job_janitor.job(kind, body)
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name") or "")
         node = (metadata.get("annotations") or {}).get(names.NODE_ANNOTATION)
@@ -526,6 +533,17 @@ class Runtime:
                 )
 
         return reconcile
+
+    async def _delete_job(self, job: JobKey) -> None:
+        """An executor Job whose step ended `--job-retention` ago, with its pods."""
+        try:
+            await self.client.delete(
+                path("batch/v1", "jobs", job.name, namespace=job.namespace),
+                propagationPolicy="Background",
+            )
+        except ApiError as error:
+            if error.status != 404:
+                raise
 
     def _cordoned(self, node: str, policy: str) -> None:
         """Reaction time, taken when the cordon is written: from the node change that the
