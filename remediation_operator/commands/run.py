@@ -87,6 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--retention", default="720h", help="keep finished Remediations this long (720h)"
     )
     parser.add_argument(
+        "--job-retention",
+        default="1h",
+        help="keep an executor Job (GPU reset, reboot, validation, diagnostics) this long after"
+        " its step ended, whatever the outcome, for `kubectl logs`; then delete it and its"
+        " pods (Go duration, default 1h)",
+    )
+    parser.add_argument(
+        "--watch-quiet-limit",
+        default="10m",
+        help="/healthz fails when the Node watch delivered nothing (no event, bookmark or"
+        " list) for this long; each watch stream lasts 5m (Go duration, default 10m)",
+    )
+    parser.add_argument(
         "--log-format",
         default="json",
         choices=["json", "console"],
@@ -125,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
         templates = executors.load_templates(args.job_templates)
         address = endpoints.Address.parse(args.metrics_address)
         retention = duration("--retention", args.retention)
+        job_retention = duration("--job-retention", args.job_retention)
+        watch_quiet = duration("--watch-quiet-limit", args.watch_quiet_limit)
+        if watch_quiet <= timedelta(0):
+            raise ValueError("--watch-quiet-limit: must be longer than 0s")
     except ValueError as error:
         print(f"remediation-operator run: {error}", file=sys.stderr)
         return 2
@@ -136,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         retention=retention,
         job_templates=templates,
         executor_namespace=args.executor_namespace or args.namespace,
+        job_retention=job_retention,
+        watch_quiet=watch_quiet,
     )
     return process.main(
         process.Options(

@@ -78,7 +78,8 @@ def ended(
 def give_back(ctx: Context, state: RemediationState, uncordon: bool) -> None:
     """Undo what the incident did to the node, whatever the policy's mode is now."""
     node = state.node
-    ours = state.cordoned_by_us or ctx.marked_ours(ctx.snapshot.nodes.get(node))
+    view = ctx.snapshot.nodes.get(node) or ctx.snapshot.unselected.get(node)
+    ours = state.cordoned_by_us or ctx.marked_ours(view)
     ctx.undo(Release(node, uncordon=uncordon and ours), state)
     if protected(state):
         ctx.undo(ProtectFromConsolidation(node, on=False), state)

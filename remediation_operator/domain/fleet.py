@@ -138,6 +138,9 @@ class Snapshot:
     focus: frozenset[str] | None = None
     """Plan only these nodes (the others still count for budgets and breaker); None: all."""
     foreign: Mapping[str, str] = field(default_factory=dict)
+    unselected: Mapping[str, NodeView] = field(default_factory=dict)
+    """Nodes with an active incident of this policy that still exist but that the policy's
+    nodeSelector no longer selects (relabelled): their incidents close NodeUnselected."""
     """By node name: the other policy that owns a node this policy also selects (it has an
     active Remediation there, or wins on weight, then age, then name). This policy opens no
     incident on such a node and reports the overlap in its status."""

@@ -15,6 +15,7 @@ not grow with the flaps.
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from remediation_operator.domain import gates, ladder, matching, messages, stage, validation
 from remediation_operator.domain.closing import close, ended, give_back, hold
@@ -32,6 +33,8 @@ from remediation_operator.domain.remediation import (
 from remediation_operator.domain.running import in_flight
 from remediation_operator.domain.starting import start
 
+SAME_NODE = timedelta(seconds=1)
+"""creationTimestamps closer than this are one Node object (they are whole seconds)."""
 MAX_MOVES = 64
 """Transitions one node may take in one plan (a ladder is short; this only bounds a bug)."""
 
@@ -58,6 +61,13 @@ def cordon_done(state: RemediationState) -> bool:
 def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> None:
     """Plan one open incident."""
     policy = ctx.policy
+    if node is None and state.node in ctx.snapshot.unselected:
+        # Relabelled out of the selector: not deleted, so what we placed must come off. A node
+        # already handed over for replacement keeps its cordon (it is going away).
+        replacing = state.step is Action.Replace and state.step_started_at is not None
+        message = messages.node_unselected(policy.name, state.dry_run, replacing)
+        close(ctx, state, Phase.Cancelled, Reason.NodeUnselected, message, release=not replacing)
+        return
     if node is None:
         if state.step is Action.Replace and state.step_started_at is not None:
             message = messages.node_replaced()
@@ -65,6 +75,23 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
         else:
             message = messages.node_deleted()
             close(ctx, state, Phase.Cancelled, Reason.NodeDeleted, message, release=False)
+        return
+    recorded = state.node_created_at
+    created = node.created_at
+    if recorded is not None and created is not None and abs(created - recorded) >= SAME_NODE:
+        # Deleted and recreated under the same name between two plans: another Node object
+        # (another machine, or the same one registered again). Nothing of ours can be assumed
+        # on it: whatever of ours it carries comes off, its cordon stays (not ours to undo).
+        message = messages.node_recreated()
+        close(
+            ctx,
+            state,
+            Phase.Cancelled,
+            Reason.NodeDeleted,
+            message,
+            release=True,
+            uncordon=False,
+        )
         return
     if policy.deleted:
         message = messages.policy_deleted(policy.name, state.dry_run)

@@ -359,7 +359,33 @@ def node_replaced() -> str:
 
 
 def node_deleted() -> str:
-    return "The node was deleted (or is no longer selected) before the incident ended."
+    return "The node was deleted before the incident ended; nothing is left on it to undo."
+
+
+def node_recreated() -> str:
+    return (
+        "The node was deleted and a new Node of the same name joined before the incident"
+        " ended; the incident is closed (a fault on the new Node opens a new one)."
+    )
+
+
+def node_unselected(policy: str, dry_run: bool, replacing: bool) -> str:
+    if dry_run:
+        return (
+            f"RemediationPolicy {policy} no longer selects this node (its labels changed); this"
+            " DryRun incident is closed (it had changed nothing on the node)."
+        )
+    if replacing:
+        return (
+            f"RemediationPolicy {policy} no longer selects this node (its labels changed); the"
+            " incident is closed and the node, already handed over for replacement, stays"
+            " cordoned."
+        )
+    return (
+        f"RemediationPolicy {policy} no longer selects this node (its labels changed); the"
+        " incident is closed and the node given back: our cordon and taint removed (an"
+        " administrator's cordon stays)."
+    )
 
 
 def policy_deleted(policy: str, dry_run: bool) -> str:

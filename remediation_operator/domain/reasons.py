@@ -81,8 +81,12 @@ class Reason(StrEnum):
     AdminUncordoned = "AdminUncordoned"
     """An administrator uncordoned the node mid-remediation: we stop and stay out."""
     NodeDeleted = "NodeDeleted"
+    """The Node object is gone (not replaced by us): nothing is left on it to give back."""
     PolicyDeleted = "PolicyDeleted"
-    NodeNoLongerSelected = "NodeNoLongerSelected"
+    NodeUnselected = "NodeUnselected"
+    """The node still exists but the policy's nodeSelector no longer selects it (relabelled):
+    the incident is cancelled and the node given back (our cordon, taint, annotations,
+    do-not-disrupt), as for PolicyDeleted (issue 24, D50)."""
 
     # Policy lifecycle
     PolicyAccepted = "PolicyAccepted"

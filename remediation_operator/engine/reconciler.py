@@ -727,6 +727,9 @@ async def reconcile(
             not_ready_elsewhere=not_ready_elsewhere(nodes, selected, active),
             focus=plan_focus,
             foreign={} if foreign is None else foreign(),
+            unselected={
+                n: view for n in active if n not in selected and (view := nodes.get(n)) is not None
+            },
         )
         if plan is None:
             last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 from remediation_operator.k8s.client import ApiError, Client, path
@@ -24,6 +25,10 @@ from remediation_operator.k8s.client import ApiError, Client, path
 PAGE = 500
 WATCH_SECONDS = 300
 RESTART_DELAY = 1.0
+QUIET = timedelta(seconds=2 * WATCH_SECONDS)
+"""The Node watch delivered nothing (no list page, event, bookmark or end of stream) this
+long: `/healthz` fails (handlers.supervision). The server ends every stream after
+`WATCH_SECONDS`, so a working watch delivers at least that often."""
 
 NodeEvent = Callable[[str | None, Mapping[str, Any]], None]
 
@@ -39,6 +44,8 @@ class NodeWatch:
         """The last resourceVersion the watch delivered (where a resumed watch starts)."""
         self.listed = asyncio.Event()
         """Set once the first full list has been handed over (the runtime's cache is synced)."""
+        self.on_progress: Callable[[], None] = lambda: None
+        """Called for each list page, watch event (bookmarks too) and end of stream."""
 
     async def run(self) -> None:
         version = ""
@@ -63,6 +70,7 @@ class NodeWatch:
             if token:
                 query["continue"] = token
             page = await self._client.get(path("v1", "nodes"), **query)
+            self.on_progress()
             # Handed over as each page arrives: the consumer trims what it keeps, and the full
             # bodies are garbage before the next page.
             for body in page.get("items") or []:
@@ -91,11 +99,17 @@ class NodeWatch:
             resourceVersion=version,
             allowWatchBookmarks=True,
         )
+        self.on_progress()
         return self._version
 
     def _event(self, event: Mapping[str, Any]) -> None:
-        body = event.get("object") or {}
-        metadata = body.get("metadata") or {}
+        self.on_progress()
+        body = event.get("object")
+        if type(body) is not dict:
+            return  # not an object: nothing to hand over (the API server never sends one)
+        metadata = body.get("metadata")
+        if type(metadata) is not dict:
+            metadata = {}
         self._version = str(metadata.get("resourceVersion") or self._version)
         kind = event.get("type")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
@@ -113,4 +127,5 @@ class NodeWatch:
 
 
 def _name(body: Mapping[str, Any]) -> str:
-    return str((body.get("metadata") or {}).get("name") or "")
+    metadata = body.get("metadata")
+    return str(metadata.get("name") or "") if type(metadata) is dict else ""

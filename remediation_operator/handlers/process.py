@@ -106,7 +106,7 @@ async def operate(options: Options, stop: asyncio.Event | None = None) -> None:
         started = False  # nothing to stop (nor to log as stopped) if the port was taken
         try:
             async with endpoints.serve(
-                options.metrics_address, metrics, runtime.ready, why_not
+                options.metrics_address, metrics, runtime.ready, why_not, runtime.problems
             ) as served:
                 started = True
                 log.info(

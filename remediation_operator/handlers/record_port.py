@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -60,6 +60,9 @@ from remediation_operator.k8s import names, records
 from remediation_operator.k8s.client import ApiError, Client
 from remediation_operator.k8s.events import EventRecorder, ObjectRef
 from remediation_operator.observability import logs
+
+Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None] | None"]
+"""Starts a named background task from its coroutine function (`Supervisor.spawn`)."""
 
 
 def to_record(body: dict[str, Any]) -> RemediationRecord | None:
@@ -226,13 +229,20 @@ class KubernetesRecords:
 
     # Background tasks ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start posting queued Events and writing coalesced policy status (idempotent)."""
+    def start(self, spawn: Spawn | None = None) -> None:
+        """Start posting queued Events and writing coalesced policy status (idempotent);
+        `spawn(name, run)` starts each (the process's supervisor), else a bare task."""
+
+        def bare(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+            return asyncio.create_task(run(), name=name)
+
         if not self._tasks:
-            self._tasks = [
-                asyncio.create_task(self.events.run(), name="events"),
-                asyncio.create_task(self.status_writes.run(), name="policy-status-writes"),
+            start = spawn or bare
+            started = [
+                start("events", self.events.run),
+                start("policy-status-writes", self.status_writes.run),
             ]
+            self._tasks = [t for t in started if t is not None]
 
     async def flush(self) -> None:
         """Write every pending policy status now, and wait until the queued Events are posted

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,22 +22,26 @@ from remediation_operator.engine import nodes as node_views
 from remediation_operator.engine import ownership, reconciler
 from remediation_operator.engine.ports import Ports
 from remediation_operator.engine.reconciler import Reconciled
-from remediation_operator.handlers import policies
+from remediation_operator.handlers import node_watch, policies
 from remediation_operator.handlers.cluster_port import KubernetesCluster
 from remediation_operator.handlers.drain_watch import DrainWatches
+from remediation_operator.handlers.job_retention import JobJanitor, JobKey
 from remediation_operator.handlers.node_cache import NodeCache
 from remediation_operator.handlers.node_watch import NodeWatch
 from remediation_operator.handlers.record_port import KubernetesRecords
 from remediation_operator.handlers.recorder import Recorder
 from remediation_operator.handlers.retention import Janitor
+from remediation_operator.handlers.supervision import Supervisor
 from remediation_operator.handlers.workers import PolicyWorker, Round
 from remediation_operator.k8s import leader, names, records
-from remediation_operator.k8s.client import ApiError, Client
+from remediation_operator.k8s.client import ApiError, Client, path
 from remediation_operator.k8s.events import EventRecorder
 from remediation_operator.observability import logs
 from remediation_operator.observability.metrics import Metrics
 
 SYNC_RETRY = timedelta(seconds=2)
+WRITERS = frozenset({"events", "policy-status-writes"})
+"""Background writers stopped after their last flush, not with the other tasks."""
 TERMINAL_PHASES = ("Succeeded", "Failed", "Cancelled")
 
 
@@ -50,6 +55,10 @@ class Settings:
     job_templates: Mapping[Action, Mapping[str, Any]]
     executor_namespace: str = ""
     """Where GPU-reset and reboot Jobs run (privileged pods); empty: `namespace`."""
+    job_retention: timedelta = timedelta(hours=1)
+    """An executor Job is deleted this long after its step ended (`--job-retention`)."""
+    watch_quiet: timedelta = node_watch.QUIET
+    """`/healthz` fails when the Node watch delivered nothing this long."""
 
 
 def _concerns(
@@ -94,6 +103,8 @@ class Runtime:
         self._overlap = asyncio.Lock()
         """Held by the reconcile of a policy whose nodes another policy also claims: two such
         reconciles never interleave, so neither opens an incident the other is opening."""
+        self.supervisor = Supervisor(on_restart=metrics.task_restarted, log=self.log)
+        """Runs every background task of the process; `/healthz` asks it (`problems`)."""
         self.synced = False
         self.on_synced: Callable[[], None] = lambda: None
         """Called once, when the caches are first synced (the process freezes its heap then:
@@ -140,10 +151,15 @@ class Runtime:
             lambda: self.elector.leading,
             log=self.log,
         )
-        self.drains = DrainWatches(client, self._pods_changed, log=self.log)
+        self.job_janitor = JobJanitor(
+            settings.job_retention, self._delete_job, self._may_act, log=self.log
+        )
+        self.drains = DrainWatches(
+            client, self._pods_changed, log=self.log, supervisor=self.supervisor
+        )
         # Nodes bypass kopf (the hot path: see node_watch); policies, Remediations, Jobs don't.
         self.node_watch = NodeWatch(client, self.node_event, log=self.log)
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.node_watch.on_progress = self.supervisor.beater("node-watch")
         metrics.leadership(False)
 
     # Lifecycle -------------------------------------------------------------------------------
@@ -154,6 +170,11 @@ class Runtime:
     def leading(self) -> bool:
         return self.elector.leading
 
+    def problems(self) -> list[str]:
+        """Why this process cannot work any more (a task that stays down, a watch that went
+        quiet); `/healthz` fails while there is one, so the kubelet restarts the process."""
+        return self.supervisor.problems()
+
     def _may_act(self) -> bool:
         """Workers plan only as leader AND after the initial sync: kopf may deliver a policy
         before the first full Node list is in, and a plan on an empty node cache would close
@@ -161,36 +182,34 @@ class Runtime:
         return self.synced and self.elector.leading
 
     async def start(self) -> None:
-        self.records.start()
-        self._spawn("leader-election", self.elector.run())
-        self._spawn("retention", self.janitor.run())
-        self._spawn("node-watch", self.node_watch.run())
-        self._spawn("initial-sync", self._initial_sync())
-        self._spawn("staleness", self._staleness())
+        self.records.start(self.supervisor.spawn)
+        self._spawn("leader-election", self.elector.run)
+        self._spawn("retention", self.janitor.run)
+        self._spawn("job-retention", self.job_janitor.run)
+        self.supervisor.spawn("node-watch", self.node_watch.run, quiet=self.settings.watch_quiet)
+        self.supervisor.spawn("initial-sync", self._initial_sync, once=True)
+        self._spawn("staleness", self._staleness)
 
     async def stop(self) -> None:
         """Stop workers and watches, then release the Lease (idempotent)."""
         if self._stopped:
             return
         self._stopped = True
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await self.supervisor.stop(keep=WRITERS)
         await self.records.stop()  # queued Events, pending status writes: still as leader
+        await self.supervisor.stop()
         await self.drains.close()
         await self.elector.release()
         self.metrics.leadership(False)
         self.log.info("operator_stopped")
 
-    def _spawn(self, name: str, coroutine: Any) -> None:
-        if self._stopped:
-            coroutine.close()
-            return
-        self._tasks[name] = asyncio.create_task(coroutine, name=name)
+    def _accept_soon(self, name: str) -> None:
+        """Write the policy's Accepted condition in the background (once per change)."""
+        self._spawn(f"accept/{name}", functools.partial(self._write_acceptance, name), once=True)
+
+    def _spawn(self, name: str, run: Callable[[], Any], *, once: bool = False) -> None:
+        if not self._stopped:
+            self.supervisor.spawn(name, run, once=once)
 
     async def _initial_sync(self) -> None:
         """List everything once so that plans never run on a partial picture."""
@@ -233,7 +252,7 @@ class Runtime:
         for name, worker in self.workers.items():
             if leading:
                 worker.touch_all()
-                self._spawn(f"accept/{name}", self._write_acceptance(name))
+                self._accept_soon(name)
             else:
                 worker.abort()
         self.janitor.poke()
@@ -303,7 +322,7 @@ class Runtime:
                 self._ownership_changed(name)
             worker.set_policy(acceptance.in_force)
             # Also when nothing runs (no valid version yet): Accepted=False must be written.
-            self._spawn(f"accept/{name}", self._write_acceptance(name))
+            self._accept_soon(name)
         self._watch_conditions()
 
     def _farewell(self, name: str, last: Policy | None) -> None:
@@ -326,7 +345,7 @@ class Runtime:
                 log=self.log,
             )
             self.workers[name] = worker
-            self._spawn(f"policy/{name}", worker.run())
+            self._spawn(f"policy/{name}", worker.run)
         return worker
 
     def _retire_if_done(self, name: str, result: Reconciled) -> None:
@@ -339,13 +358,12 @@ class Runtime:
         if any(n and str(phase) not in TERMINAL_PHASES for (phase, _), n in result.census.items()):
             return
         del self.workers[name]
-        task = self._tasks.pop(f"policy/{name}", None)
-        if task is not None:
-            task.cancel()  # the worker's own task: it ends at its next await
+        self.supervisor.cancel(f"policy/{name}")  # the worker's own task: ends at its next await
         self.log.info("policy_worker_retired", policy=name)
 
     def remediation_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
         self.records.observe(kind, body)
+        self.job_janitor.remediation(kind, body)
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name") or "")
         spec = body.get("spec") or {}
@@ -427,6 +445,7 @@ class Runtime:
 
     def job_event(self, kind: str | None, body: Mapping[str, Any]) -> None:
         """An executor Job finished: look at its node now rather than at the next check."""
+        self.job_janitor.job(kind, body)
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name") or "")
         node = (metadata.get("annotations") or {}).get(names.NODE_ANNOTATION)
@@ -514,6 +533,17 @@ class Runtime:
                 )
 
         return reconcile
+
+    async def _delete_job(self, job: JobKey) -> None:
+        """An executor Job whose step ended `--job-retention` ago, with its pods."""
+        try:
+            await self.client.delete(
+                path("batch/v1", "jobs", job.name, namespace=job.namespace),
+                propagationPolicy="Background",
+            )
+        except ApiError as error:
+            if error.status != 404:
+                raise
 
     def _cordoned(self, node: str, policy: str) -> None:
         """Reaction time, taken when the cordon is written: from the node change that the

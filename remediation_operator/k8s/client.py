@@ -30,6 +30,12 @@ _PATCH_TYPES: dict[str, str] = {
 }
 POOL_SIZE = 100
 """Concurrent connections to the API server (the official asyncio client's default)."""
+MAX_WATCH_LINE = 32 * 1024 * 1024
+"""The longest watch event (one JSON line) read; a longer one ends the watch as 410 Gone, so
+the caller lists again. The API server stores objects up to etcd's request limit (1.5 MiB by
+default) and its JSON escapes `<`, `>`, `&` and control characters as six bytes each, so an
+event can be six times its object: 32 MiB covers that for objects up to 5 MiB. aiohttp's own
+line reader stops at 128 KiB-2 MiB (`LineTooLong`, found by issue 24): not used here."""
 
 
 class ApiError(Exception):
@@ -223,8 +229,12 @@ class Client:
         An ERROR event (e.g. 410 Gone: the resourceVersion is too old) is raised as ApiError;
         the caller lists again and resumes from the new resourceVersion.
         """
-        async with self._watch_lines(path, timeout_seconds, query) as lines:
-            async for line in lines:
+        async with self._watch_lines(path, timeout_seconds, query) as content:
+            reader = _LineReader(content)
+            while True:
+                line = await reader.next_line()
+                if line is None:
+                    return
                 event = _watch_event(line)
                 if event is not None:
                     yield event
@@ -241,8 +251,12 @@ class Client:
         watch. No async generator stands between the socket and the handler: the Node watch
         runs this for every heartbeat of the fleet, and the generator's hand-over was a
         measurable part of its cost (docs/performance.md)."""
-        async with self._watch_lines(path, timeout_seconds, query) as lines:
-            async for line in lines:
+        async with self._watch_lines(path, timeout_seconds, query) as content:
+            reader = _LineReader(content)
+            while True:
+                line = await reader.next_line()
+                if line is None:
+                    return
                 event = _watch_event(line)
                 if event is not None:
                     handle(event)
@@ -296,12 +310,63 @@ class Client:
         return await self.request("DELETE", path, query=query, body=dict(body or {}) or None)
 
 
+class _LineReader:
+    """The lines of a watch stream, without aiohttp's line limit (`MAX_WATCH_LINE` instead).
+
+    Reads whatever the socket has (`readany`) and splits it; a line spread over many reads is
+    kept as a list of pieces and joined once, so a megabyte-long event costs one copy."""
+
+    def __init__(self, content: aiohttp.StreamReader, limit: int = MAX_WATCH_LINE) -> None:
+        self._content = content
+        self._limit = limit
+        self._chunk = b""
+        self._start = 0
+        self._pending: list[bytes] = []
+        self._pending_size = 0
+
+    async def next_line(self) -> bytes | None:
+        """The next line (without its newline); None at the end of the stream."""
+        while True:
+            index = self._chunk.find(b"\n", self._start)
+            if index >= 0:
+                piece = self._chunk[self._start : index]
+                self._start = index + 1
+                if not self._pending:
+                    return piece
+                self._pending.append(piece)
+                line = b"".join(self._pending)
+                self._pending, self._pending_size = [], 0
+                return line
+            rest = self._chunk[self._start :]
+            if rest:
+                self._pending.append(rest)
+                self._pending_size += len(rest)
+                if self._pending_size > self._limit:
+                    raise ApiError(
+                        410,
+                        "WatchLineTooLong",
+                        f"a watch event longer than {self._limit} bytes: listing again",
+                    )
+            self._chunk, self._start = await self._content.readany(), 0
+            if not self._chunk:
+                if not self._pending:
+                    return None
+                line = b"".join(self._pending)
+                self._pending, self._pending_size = [], 0
+                return line
+
+
 def _watch_event(line: bytes) -> dict[str, Any] | None:
     """One line of a watch stream as its event; None for a blank line; an ERROR event (the
     server's Status, e.g. 410 Gone) raised as ApiError."""
-    if line.isspace():
+    if not line or line.isspace():
         return None
-    event: dict[str, Any] = json.loads(line)
+    try:
+        event = json.loads(line)
+    except ValueError as error:  # a stream cut mid-line: resume from the last version seen
+        raise ApiError(0, "MalformedWatchEvent", f"{len(line)} bytes: {error}") from error
+    if not isinstance(event, dict):
+        raise ApiError(0, "MalformedWatchEvent", f"not a watch event: {line[:100]!r}")
     if event.get("type") == "ERROR":
         status = event.get("object") or {}
         raise ApiError(

@@ -1,6 +1,8 @@
 """The HTTP endpoints kubelet and Prometheus poll: `/metrics`, `/healthz`, `/readyz`.
 
-Liveness answers from the event loop itself, so a wedged loop fails the probe; readiness is a
+Liveness answers from the event loop itself, so a wedged loop fails the probe, and fails with
+the reasons `problems` gives (a background task that stays down, a watch gone quiet:
+handlers.supervision), so the kubelet restarts a process that cannot recover; readiness is a
 callable the runtime owns (caches synced), and a non-leader replica is ready too, so a
 rolling update never waits for leadership. A replica that cannot even read or write its
 leader Lease (namespace missing, forbidden, API unreachable) is not ready, and `/readyz` says
@@ -57,11 +59,15 @@ def application(
     metrics: Metrics,
     ready: Callable[[], bool],
     why_not: Callable[[], str | None] = lambda: None,
+    problems: Callable[[], list[str]] = list,
 ) -> web.Application:
     async def metrics_view(_: web.Request) -> web.Response:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def healthz(_: web.Request) -> web.Response:
+        found = problems()
+        if found:
+            return web.Response(status=503, text="unhealthy: " + "; ".join(found) + "\n")
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
@@ -85,9 +91,10 @@ async def serve(
     metrics: Metrics,
     ready: Callable[[], bool],
     why_not: Callable[[], str | None] = lambda: None,
+    problems: Callable[[], list[str]] = list,
 ) -> AsyncIterator[Served]:
     """Serve the endpoints until the context exits; port 0 picks a free port."""
-    runner = web.AppRunner(application(metrics, ready, why_not), access_log=None)
+    runner = web.AppRunner(application(metrics, ready, why_not, problems), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, address.host, address.port)
     try:

@@ -49,6 +49,20 @@ OUTCOMES = tuple(str(o) for o in Outcome)
 
 _STEP_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0)
 _FAST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TASKS = (
+    "node-watch",
+    "drain",
+    "policy",
+    "events",
+    "policy-status-writes",
+    "leader-election",
+    "retention",
+    "job-retention",
+    "staleness",
+    "initial-sync",
+    "accept",
+)
+"""The kinds of supervised background task (`task` label; handlers.supervision.family)."""
 _UNREACHABLE = "<error>"
 """The `code` of a request that got no HTTP answer (client-go's rest_client label value)."""
 
@@ -199,6 +213,15 @@ class Metrics:
             ["resource"],
             registry=r,
         )
+        self.task_restarts = Counter(
+            PREFIX + "task_restarts",
+            "Background tasks (watches, workers, writers) that ended unexpectedly and were"
+            " started again, by kind of task (docs/operations.md).",
+            ["task"],
+            registry=r,
+        )
+        for task in TASKS:
+            self.task_restarts.labels(task=task)
         self.leader = Gauge(
             PREFIX + "leader", "1 on the replica holding the leader Lease.", registry=r
         )
@@ -299,6 +322,10 @@ class Metrics:
         self.reconcile_duration.labels(policy=policy).observe(max(seconds, 0.0))
         if waited is not None:
             self.queue_wait.labels(policy=policy).observe(max(waited, 0.0))
+
+    def task_restarted(self, task: str) -> None:
+        """A supervised background task of kind `task` ended and is started again."""
+        self.task_restarts.labels(task=task).inc()
 
     def queues(self, read: Callable[[], Mapping[str, int]]) -> None:
         """Where `queue_depth{policy}` is read at scrape time (nodes pending per worker)."""

@@ -221,9 +221,10 @@ async def leader(cluster: Cluster, index: int) -> bool:
 async def everything(cluster: Cluster) -> None:
     """Every scenario at once under two replicas; the standby takes over at the end."""
     nodes = cluster.node_names()
-    await cluster.start_operator("operator-a", "--retention", RETENTION)
+    retention = ("--retention", RETENTION, "--job-retention", RETENTION)
+    await cluster.start_operator("operator-a", *retention)
     await eventually(lambda: leader(cluster, 0), what="operator-a leads")
-    await cluster.start_operator("operator-b", "--retention", RETENTION)
+    await cluster.start_operator("operator-b", *retention)
     # A stale status write (409) makes the operator re-read that Remediation: the conflict
     # path must be covered by the roles too, so provoke it once.
     cluster.api.faults.error(409, verb="update", resource="remediations", subresource="status")
@@ -236,6 +237,14 @@ async def everything(cluster: Cluster) -> None:
         replace_by_provider_id(cluster, nodes[6]),
     )
     executors = getattr(cluster, "executor_namespace", "") or NAMESPACE
-    assert cluster.api.store.list("jobs", executors), "the ladder ran executor Jobs"
+    requests = cluster.api.request_log
+    assert any(e.verb == "create" and e.resource == "jobs" for e in requests), "executor Jobs"
+    await eventually(
+        lambda: any(
+            e.verb == "delete" and e.resource == "jobs" and e.namespace == executors
+            for e in cluster.api.request_log
+        ),
+        what="an executor Job deleted after --job-retention",
+    )
     await cluster.operators[0].stop()
     await eventually(lambda: leader(cluster, 1), what="operator-b takes over")

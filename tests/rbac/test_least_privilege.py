@@ -88,6 +88,7 @@ async def test_the_recording_saw_the_paths_that_need_each_kind_of_grant(
         ("", "pods/eviction", "create"),  # drain
         ("", "pods", "delete"),  # drain forced after its timeout
         ("batch", "jobs", "create"),  # GPU reset / reboot executors
+        ("batch", "jobs", "delete"),  # executor Jobs after --job-retention
         ("remediation.gpuops.io", "remediations", "delete"),  # retention
         ("coordination.k8s.io", "leases", "update"),  # leader election
     }

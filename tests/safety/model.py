@@ -79,7 +79,7 @@ EDIT_CLOSED = frozenset(
         Reason.NodeDeleted,
         Reason.NodeReplaced,
         Reason.AdminUncordoned,
-        Reason.NodeNoLongerSelected,
+        Reason.NodeUnselected,
     }
 )
 
