@@ -107,6 +107,12 @@ class StepObservation:
     """Drain: the pods (`namespace/name`) whose eviction a PodDisruptionBudget refused."""
     permanent: bool = False
     """With Failed: the failure cannot be retried (escalate at once)."""
+    not_run: bool = False
+    """Executors, with Failed: the check could not run at all (no template, refused by
+    admission): no verdict on the node."""
+    started: bool = True
+    """Executors: whether a pod of the Job has run yet (False: none created, Pending,
+    suspended); a validation timing out unstarted gave no verdict."""
 
 
 @dataclass(frozen=True)

@@ -442,6 +442,23 @@ def validation_timed_out(took: timedelta, then: Action | None) -> str:
     return f"Validation did not finish within {durations.format(took)}; {nxt}."
 
 
+def validation_not_run(why: str) -> str:
+    said = why.rstrip(".") if why else "its Job did not run"
+    return (
+        f"Validation could not run ({said}): no verdict on the GPU, so the node stays cordoned"
+        " and nothing climbs; fix the validation Job and uncordon the node to return it, or"
+        " let the fault's return move the ladder on."
+    )
+
+
+def fault_returned_in_validation(condition: str, took: timedelta, then: Action | None) -> str:
+    nxt = f"escalating to {then}" if then is not None else "no step is left on the ladder"
+    return (
+        f"The fault was reported again ({condition}) {durations.format(took)} into the"
+        f" validation: the validation ends failed; {nxt}."
+    )
+
+
 # ------------------------------------------------------------------- diagnostics (D39)
 
 

@@ -319,6 +319,8 @@ async def _observe_one(
                 progress=status.progress,
                 message=status.message,
                 permanent=status.permanent,
+                not_run=status.not_run,
+                started=status.started,
             )
             if status.progress is Progress.Absent:
                 resume = _resume_effects(state, policy, nodes.get(node), None, now)
