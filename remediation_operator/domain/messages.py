@@ -442,6 +442,13 @@ def validation_timed_out(took: timedelta, then: Action | None) -> str:
     return f"Validation did not finish within {durations.format(took)}; {nxt}."
 
 
+def evicting_before_reboot(pods: str, wait: str) -> str:
+    return (
+        "The drain before the GPU reset left pods that use no GPU; the reboot would stop them,"
+        f" so they are evicted first under the full drain rules ({pods}); {wait}."
+    )
+
+
 def validation_not_run(why: str) -> str:
     said = why.rstrip(".") if why else "its Job did not run"
     return (

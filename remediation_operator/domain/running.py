@@ -392,7 +392,8 @@ def still_running(
     wait = messages.waits(check, None if waiting else limit, now)
     reason, message = _waiting(ctx, state, action, record, obs, wait, waiting)
     updated = replace(state, phase=phase, reason=reason, message=message, next_check_at=check)
-    if (reason is not state.reason and reason is not Reason.StepStarted) or reannounce:
+    named = reason is Reason.EvictingBeforeReboot and message != state.message
+    if (reason is not state.reason and reason is not Reason.StepStarted) or reannounce or named:
         severity = Severity.Warning if reason is Reason.DrainBlockedByPDB else Severity.Normal
         ctx.announce(updated, reason, message, severity, action=action)
     return updated
@@ -418,6 +419,8 @@ def _waiting(
         return Reason.DrainForced if forced else Reason.StepStarted, messages.draining(
             state.attempt, wait
         )
+    if action is Action.Reboot and obs is not None and obs.evicting:
+        return Reason.EvictingBeforeReboot, messages.evicting_before_reboot(obs.message, wait)
     if action is Action.Reboot and acknowledged:
         return Reason.WaitingForReboot, messages.waiting_for_reboot(wait)
     if action is Action.Replace and obs is not None and obs.progress is Progress.InProgress:
@@ -436,6 +439,8 @@ def _same_wait(ctx: Context, state: RemediationState, obs: StepObservation | Non
     if state.step is Action.Drain:
         return blocked == (state.reason is Reason.DrainBlockedByPDB)
     acknowledged = obs is not None and obs.progress is not Progress.Absent
+    if state.step is Action.Reboot and obs is not None and obs.evicting:
+        return state.reason is Reason.EvictingBeforeReboot and obs.message in state.message
     if state.step is Action.Reboot:
         return acknowledged == (state.reason is Reason.WaitingForReboot)
     if state.step is Action.Replace:

@@ -40,6 +40,7 @@ from typing import TypeVar
 
 from remediation_operator.domain import gates, planner
 from remediation_operator.domain.actions import ACTIONS, Start
+from remediation_operator.domain.drain import before_restart
 from remediation_operator.domain.drain import plan as drain_plan
 from remediation_operator.domain.effects import (
     Announce,
@@ -313,6 +314,23 @@ async def _observe_one(
             status = await _retrying(
                 lambda: cluster.executor_status(node, state.name, step, attempt, executor)
             )
+            if status.progress is Progress.Absent and before_restart(policy, state):
+                # Not rebooting before the pods a GPU-only drain left are gone (D54).
+                everything = drain_plan(policy, state.fault, state.step_started_at, now, full=True)
+                left = await _retrying(lambda: cluster.drain_status(node, everything))
+                if left.remaining:
+                    out.observations[node] = StepObservation(
+                        action=step,
+                        attempt=attempt,
+                        progress=Progress.InProgress,
+                        message=left.message,
+                        blocked_by_pdb=left.blocked_by_pdb,
+                        pdbs=left.pdbs,
+                        blocked_pods=left.blocked_pods,
+                        evicting=True,
+                    )
+                    out.resume[node] = [Evict(node, plan=everything)]
+                    return
             out.observations[node] = StepObservation(
                 action=step,
                 attempt=attempt,
