@@ -549,7 +549,8 @@ class Validation(SpecModel):
     )
     """A batch/v1 Job template, e.g. an NCCL single-node all-reduce test; exit code 0 passes.
     Absent: `validate.yaml` of `--job-templates` (the chart ships DCGM diagnostics plus
-    `nvidia-smi` checks); with neither, the validation cannot run (ValidationNotRun). The pod gets `nodeName`, tolerations for our taint and the cordon."""
+    `nvidia-smi` checks); with neither, the validation cannot run (ValidationNotRun). The
+    pod gets `nodeName`, tolerations for our taint and the cordon."""
 
 
 class RemediationPolicySpec(SpecModel):

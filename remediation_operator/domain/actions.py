@@ -56,6 +56,8 @@ class Start:
     force: bool = False
     drain: DrainPlan = EVERY_POD
     """Drain only: which pods, and how (`domain/drain.py`)."""
+    boot_id: str = ""
+    """Reboot only: the bootID the node had when the step started."""
 
 
 def _observed(obs: StepObservation | None) -> Outcome | None:
@@ -121,7 +123,8 @@ class Meaning:
 
 
 def _executor(start: Start, action: Action) -> Effect:
-    return RunExecutor(start.node, start.remediation, action, start.attempt)
+    boot = start.boot_id if action is Action.Reboot else ""
+    return RunExecutor(start.node, start.remediation, action, start.attempt, boot)
 
 
 ACTIONS: Mapping[Action, Meaning] = {

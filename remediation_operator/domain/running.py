@@ -371,9 +371,18 @@ def still_running(
         if meaning.reissue is Reissue.Always or not started:
             forced = record.reason is Reason.DrainForced
             pods = drain.plan(ctx.policy, state.fault, state.step_started_at, now)
+            boot = state.boot_id_at_step_start or ""
             ctx.mutate(
                 meaning.start(
-                    Start(node.name, state.name, state.attempt, ctx.policy, forced, drain=pods)
+                    Start(
+                        node.name,
+                        state.name,
+                        state.attempt,
+                        ctx.policy,
+                        forced,
+                        drain=pods,
+                        boot_id=boot,
+                    )
                 )
             )
         check = now + meaning.pace(record.started_at, now)

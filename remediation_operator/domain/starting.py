@@ -87,7 +87,12 @@ def begin(
         everything = drain.plan(ctx.policy, state.fault, since, now, full=True)
         ctx.mutate(Evict(name, plan=everything))
     else:
-        ctx.mutate(meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods)))
+        # A resumed Reboot keeps the bootID of its first start (the one the reboot replaces).
+        kept = state.boot_id_at_step_start if resume and action is state.step else None
+        boot_id = kept or node.boot_id
+        ctx.mutate(
+            meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods, boot_id=boot_id))
+        )
     if meaning.in_place and not any(ACTIONS[r.action].in_place for r in state.steps):
         ctx.mutate(ProtectFromConsolidation(name, on=True))
     last = state.steps[-1] if state.steps else None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
@@ -54,7 +54,14 @@ from remediation_operator.domain.effects import (
 )
 from remediation_operator.domain.fleet import NodeView, Progress, Snapshot, StepObservation
 from remediation_operator.domain.planner import Plan, PolicySummary
-from remediation_operator.domain.policy import Action, ActionExecutor, Mode, Policy
+from remediation_operator.domain.policy import (
+    EXPECTED_BOOT_ID_ENV,
+    Action,
+    ActionExecutor,
+    Executor,
+    Mode,
+    Policy,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.engine import explain, node_index
@@ -273,7 +280,10 @@ def _resume_effects(
         return []
     forced = state.reason is Reason.DrainForced
     pods = drain_plan(policy, state.fault, state.step_started_at, now)
-    effect = meaning.start(Start(name, state.name, state.attempt, policy, forced, drain=pods))
+    boot = state.boot_id_at_step_start or ""
+    effect = meaning.start(
+        Start(name, state.name, state.attempt, policy, forced, drain=pods, boot_id=boot)
+    )
     if meaning.in_place:
         return [ProtectFromConsolidation(name, True), effect]
     return [effect]
@@ -410,8 +420,13 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
             await cluster.protect_from_consolidation(node, on)
         case Evict(node=node, force=force, plan=pods):
             await cluster.evict(node, force, pods)
-        case RunExecutor(node=node, remediation=name, action=action, attempt=attempt):
+        case RunExecutor(
+            node=node, remediation=name, action=action, attempt=attempt, boot_id=boot_id
+        ):
             executor = executor_of(policy, action, name, attempt)
+            if boot_id and executor.executor is Executor.Job:
+                env = {**executor.env, EXPECTED_BOOT_ID_ENV: boot_id}
+                executor = replace(executor, env=env)
             await cluster.run_executor(node, name, action, attempt, executor)
         case Replace(node=node, provider=provider):
             await cluster.replace(node, provider)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -199,6 +200,43 @@ def _waiting(pod: Mapping[str, Any]) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class Said:
+    """What an executor pod said when it ended (its termination message)."""
+
+    message: str
+    permanent: bool = False
+
+
+_SAID_LIMIT = 600
+"""How much of a termination message reaches the step's record and Event."""
+
+
+def node_said(text: str) -> Said | None:
+    """A termination message as the step's record shows it. The node program writes one JSON
+    object (`remediation_operator.node.result`): its message and failed checks (which check,
+    which GPU), and `PermanentFailure` makes the failure permanent (the ladder climbs at once).
+    Any other image's message is shown as written, cut to a readable length."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return Said(text[:_SAID_LIMIT])
+    if not isinstance(body, dict) or "outcome" not in body:
+        return Said(text[:_SAID_LIMIT])
+    message = f"{body.get('reason', '')}: {body.get('message', '')}".strip(": ")
+    failed = [
+        f"{c.get('check')} on {c.get('gpu') or 'the node'}"
+        for c in body.get("failedChecks") or []
+        if isinstance(c, dict)
+    ]
+    if failed:
+        message += f" (failed: {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''})"
+    return Said(message[:_SAID_LIMIT], permanent=body.get("outcome") == "PermanentFailure")
+
+
 def agent_request(remediation: str, action: Action, attempt: int) -> str:
     return f"{action.value}:{remediation}:{attempt}"
 
@@ -302,9 +340,18 @@ class Executors:
             if condition.get("status") != "True":
                 continue
             if condition.get("type") == "Complete":
-                return Status(Progress.Succeeded, f"Job {name} completed")
+                said = await self._said(name)
+                detail = f": {said.message}" if said is not None else ""
+                return Status(Progress.Succeeded, f"Job {name} completed{detail}")
             if condition.get("type") == "Failed":
+                said = await self._said(name)
                 detail = condition.get("message") or condition.get("reason") or "failed"
+                if said is not None:
+                    return Status(
+                        Progress.Failed,
+                        f"Job {name} failed: {said.message}",
+                        permanent=said.permanent,
+                    )
                 return Status(Progress.Failed, f"Job {name} failed: {detail}")
         if not _has_pods(job):
             refused = await self._refused(name)
@@ -313,6 +360,23 @@ class Executors:
         if _ran(job):
             return Status(Progress.InProgress, f"Job {self._namespace}/{name} running")
         return await self._unstarted(job, name)
+
+    async def _said(self, name: str) -> Said | None:
+        """What the Job's last pod said in its termination message (`node_said`)."""
+        pods = await self._client.get(
+            path("v1", "pods", namespace=self._namespace), labelSelector=f"job-name={name}"
+        )
+        items = sorted(
+            pods.get("items") or [],
+            key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""),
+        )
+        for pod in reversed(items):
+            for container in (pod.get("status") or {}).get("containerStatuses") or []:
+                terminated = (container.get("state") or {}).get("terminated") or {}
+                said = node_said(str(terminated.get("message") or ""))
+                if said is not None:
+                    return said
+        return None
 
     async def _unstarted(self, job: Mapping[str, Any], name: str) -> Status:
         """A Job none of whose pods has run yet: running if its pod is Running now, else not
@@ -324,13 +388,16 @@ class Executors:
             path("v1", "pods", namespace=self._namespace), labelSelector=f"job-name={name}"
         )
         items = pods.get("items") or []
-        if any((p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
-               for p in items):
+        if any(
+            (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+            for p in items
+        ):
             return Status(Progress.InProgress, f"{where} running")
         whys = [w for w in (_waiting(p) for p in items) if w]
         if whys:
-            return Status(Progress.InProgress, f"{where}: its pod has not started: {whys[0]}",
-                          started=False)
+            return Status(
+                Progress.InProgress, f"{where}: its pod has not started: {whys[0]}", started=False
+            )
         if items:
             return Status(Progress.InProgress, f"{where}: its pod is Pending", started=False)
         return Status(Progress.InProgress, f"{where}: no pod of it has started", started=False)

@@ -194,4 +194,9 @@ async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honour
     cluster.api.store.delete("poddisruptionbudgets", "log-shipper", "default")
 
     await eventually(lambda: gone(cluster, "log-shipper", "default"), within=40, what="evicted")
-    await eventually(lambda: reboot_jobs(cluster), within=40, what="the reboot Job")
+    (job,) = await eventually(lambda: reboot_jobs(cluster), within=40, what="the reboot Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    boot = cluster.remediation(node)["status"]["bootIdAtStepStart"]  # type: ignore[index]
+    assert boot
+    # The node program reboots only while the node still has this bootID (D55).
+    assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]
