@@ -196,7 +196,7 @@ async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honour
     await eventually(lambda: gone(cluster, "log-shipper", "default"), within=40, what="evicted")
     (job,) = await eventually(lambda: reboot_jobs(cluster), within=40, what="the reboot Job")
     (container,) = job["spec"]["template"]["spec"]["containers"]
-    boot = cluster.remediation(node)["status"]["bootIdAtStepStart"]  # type: ignore[index]
+    boot = cluster.remediation(node)["status"]["bootIDAtStepStart"]  # type: ignore[index]
     assert boot
     # The node program reboots only while the node still has this bootID (D55).
     assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]
