@@ -183,9 +183,12 @@ async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honour
         within=30,
         what="the budget named",
     )
-    assert any(
-        e["reason"] == "EvictingBeforeReboot" and "default/log-shipper" in e["message"]
-        for e in cluster.events(node, "Node")
+    await eventually(
+        lambda: any(
+            e["reason"] == "EvictingBeforeReboot" and "default/log-shipper" in e["message"]
+            for e in cluster.events(node, "Node")
+        ),
+        what="an Event naming the pod",
     )
     await asyncio.sleep(3)  # several checks of the Reboot step go by
     assert running(cluster, "log-shipper", "default"), "the budget is honoured"
