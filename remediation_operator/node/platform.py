@@ -45,8 +45,10 @@ class Platform:
     def reboot(self) -> list[str] | None:
         """The command that asks the host for an orderly reboot (None: none known here)."""
         if self.bottlerocket:
+            # The host's own apiclient (a static binary) unless the image has one.
+            client = shutil.which("apiclient") or _join(self.host_root, "/usr/bin/apiclient")
             socket = _join(self.host_root, BOTTLEROCKET_API_SOCKET)
-            return ["apiclient", "--socket-path", socket, "reboot"]
+            return [client, "--socket-path", socket, "reboot"]
         if self.systemd:
             return ["nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "systemctl", "reboot"]
         return None

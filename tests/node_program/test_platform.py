@@ -34,7 +34,7 @@ def test_eks_ami_and_bottlerocket_are_told_apart(tmp_path: Path) -> None:
     rocket = platform.detect(host(tmp_path / "b", "run/systemd/system/", os_id="bottlerocket"))
     assert rocket.bottlerocket
     assert rocket.reboot() == [
-        "apiclient",
+        f"{tmp_path / 'b'}/usr/bin/apiclient",  # the host's, when the image has none
         "--socket-path",
         f"{tmp_path / 'b'}/run/api.sock",
         "reboot",
