@@ -284,7 +284,9 @@ def _resume_effects(
     effect = meaning.start(
         Start(name, state.name, state.attempt, policy, forced, drain=pods, boot_id=boot)
     )
-    if meaning.in_place:
+    if meaning.in_place and step is not Action.Cordon:
+        # (A resumed Cordon is the cordon alone: its do-not-disrupt follows with the next
+        # in-place step's start, or the cordon's own next start, D56.)
         return [ProtectFromConsolidation(name, True), effect]
     return [effect]
 
