@@ -480,6 +480,14 @@ class Diagnostics(SpecModel):
     Replace starts. It has its own timeout and never holds the step past it; a failure is
     recorded in the step's record and an Event, and the step goes on."""
 
+    model_config = _rules(
+        {
+            "rule": "!has(self.timeout) || duration(self.timeout) > duration('0s')",
+            "message": "must be longer than 0s: the Job would end before it could run",
+            "fieldPath": ".timeout",
+        },
+    )
+
     destination: Annotated[str, Field(min_length=1, max_length=512)]
     """Where the Job writes: `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the
     executor namespace) at `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR`;
@@ -509,6 +517,14 @@ class Validation(SpecModel):
     Fail or timeout: positive evidence of the fault; the ladder climbs at once (e.g. to
     Replace), even if the node's condition shows no fault. DryRun incidents do not validate."""
 
+    model_config = _rules(
+        {
+            "rule": "!has(self.timeout) || duration(self.timeout) > duration('0s')",
+            "message": "must be longer than 0s: the Job would end before it could run",
+            "fieldPath": ".timeout",
+        },
+    )
+
     after: list[RepairAction] = Field(
         default=sorted(domain.IN_PLACE_REPAIRS, key=domain.LADDER_ORDER.index),
         min_length=1,
@@ -521,7 +537,10 @@ class Validation(SpecModel):
     reference. Given to the Job's containers as the environment variable
     `REMEDIATION_DIAG_LEVEL`; the shipped template runs it."""
     timeout: Duration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
-    """How long the Job may run; a validation still running then counts as failed."""
+    """How long the Job may run, longer than 0s. A validation whose pod ran and is still
+    running then counts as failed; one whose pod never started (Pending, image pull,
+    suspended, refused by admission) gives no verdict: the node stays cordoned with reason
+    ValidationNotRun and nothing climbs on it. Recorded in the step when it starts."""
     executor: Executor = Executor.Job
     """Job (run the template on the node), NodeAgent (ask the node's agent for `Validate`) or
     Noop (always passes: for tests)."""
@@ -530,7 +549,8 @@ class Validation(SpecModel):
     )
     """A batch/v1 Job template, e.g. an NCCL single-node all-reduce test; exit code 0 passes.
     Absent: `validate.yaml` of `--job-templates` (the chart ships DCGM diagnostics plus
-    `nvidia-smi` checks). The pod gets `nodeName`, tolerations for our taint and the cordon."""
+    `nvidia-smi` checks); with neither, the validation cannot run (ValidationNotRun). The
+    pod gets `nodeName`, tolerations for our taint and the cordon."""
 
 
 class RemediationPolicySpec(SpecModel):

@@ -18,7 +18,9 @@ the schema, and each names the field to change:
   while a human decides, and waiting for approval to cordon would keep scheduling onto it;
 - label selector requirements follow Kubernetes' rules (In/NotIn need values, Exists does not);
 - `validation.after` and `diagnostics.before` name each action once (their schema enums
-  allow GPUReset/Reboot and Reboot/Replace).
+  allow GPUReset/Reboot and Reboot/Replace);
+- `validation.timeout` and `diagnostics.timeout` are longer than 0s (a check given no time
+  gives no verdict, issue 22).
 """
 
 from __future__ import annotations
@@ -73,8 +75,10 @@ def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]
             )
     if spec.validation is not None:
         errors += _twice(spec.validation.after, f"{prefix}.validation.after")
+        errors += _positive(spec.validation.timeout, f"{prefix}.validation.timeout", "Job")
     if spec.diagnostics is not None:
         errors += _twice(spec.diagnostics.before, f"{prefix}.diagnostics.before")
+        errors += _positive(spec.diagnostics.timeout, f"{prefix}.diagnostics.timeout", "Job")
     return errors
 
 
@@ -172,6 +176,13 @@ def _fault(fault: Fault, path: str) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _positive(duration: str, path: str, what: str) -> list[FieldError]:
+    """A check given a timeout of 0s ends before it can run: no verdict at all."""
+    if durations.parse(duration).total_seconds() > 0:
+        return []
+    return [FieldError(path, f"must be longer than 0s: the {what} would end before it could run")]
 
 
 def _budget(budget: Budget, path: str) -> list[FieldError]:

@@ -28,6 +28,7 @@ from remediation_operator.api.timestamps import (
     parse_optional,
     parse_time,
 )
+from remediation_operator.domain import durations
 from remediation_operator.domain import remediation as domain
 
 
@@ -107,6 +108,7 @@ def to_status(state: domain.RemediationState, generation: int | None = None) -> 
                 reason=record.reason,
                 message=record.message,
                 location=record.location or None,
+                timeout=None if record.timeout is None else durations.format(record.timeout),
             )
             for record in state.steps
         ],
@@ -185,6 +187,7 @@ def from_status(
                 finished_at=parse_optional(record.finished_at),
                 outcome=record.outcome,
                 location=record.location or "",
+                timeout=None if record.timeout is None else durations.parse(record.timeout),
             )
             for record in model.steps
         ),

@@ -56,6 +56,8 @@ class Start:
     force: bool = False
     drain: DrainPlan = EVERY_POD
     """Drain only: which pods, and how (`domain/drain.py`)."""
+    boot_id: str = ""
+    """Reboot only: the bootID the node had when the step started."""
 
 
 def _observed(obs: StepObservation | None) -> Outcome | None:
@@ -94,7 +96,8 @@ def _reported(
 class Meaning:
     action: Action
     in_place: bool
-    """Disruptive but keeps the node: protected from Karpenter's consolidation meanwhile."""
+    """Keeps the node (Cordon holds it, the in-place repairs work on it): protected from
+    Karpenter's consolidation meanwhile (`karpenter.sh/do-not-disrupt`), removed on release."""
     start: Callable[[Start], Effect]
     reissue: Reissue
     done: Callable[[NodeView, RemediationState, StepObservation | None], Outcome | None]
@@ -121,13 +124,16 @@ class Meaning:
 
 
 def _executor(start: Start, action: Action) -> Effect:
-    return RunExecutor(start.node, start.remediation, action, start.attempt)
+    boot = start.boot_id if action is Action.Reboot else ""
+    return RunExecutor(start.node, start.remediation, action, start.attempt, boot)
 
 
 ACTIONS: Mapping[Action, Meaning] = {
     Action.Cordon: Meaning(
         Action.Cordon,
-        in_place=False,
+        # A cordoned node is held for the ladder or a human (a catch-all Hold, a long
+        # escalateAfter): Karpenter must not consolidate it away meanwhile (issue 22, D56).
+        in_place=True,
         start=lambda s: Cordon(s.node),
         reissue=Reissue.Always,
         done=_cordoned,

@@ -69,6 +69,7 @@ def begin(
         message,
         check,
         location=location,
+        timeout=config.timeout,
     )
     ctx.announce(started, Reason.CollectingDiagnostics, message, action=Action.Diagnose)
     return started, True

@@ -71,6 +71,9 @@ class RunExecutor:
     remediation: str
     action: Action
     attempt: int
+    boot_id: str = ""
+    """Reboot: the node's bootID when the step started; the Job gets it as
+    REMEDIATION_EXPECTED_BOOT_ID so a rerun after the reboot does not reboot again."""
 
 
 @dataclass(frozen=True)

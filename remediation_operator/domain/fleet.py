@@ -107,6 +107,16 @@ class StepObservation:
     """Drain: the pods (`namespace/name`) whose eviction a PodDisruptionBudget refused."""
     permanent: bool = False
     """With Failed: the failure cannot be retried (escalate at once)."""
+    evicting: bool = False
+    """Reboot: its executor waits while the pods a GPU-only drain left are evicted under the
+    full drain rules (`message` names them; `blocked_by_pdb`, `pdbs`, `blocked_pods` as for
+    a Drain)."""
+    not_run: bool = False
+    """Executors, with Failed: the check could not run at all (no template, refused by
+    admission): no verdict on the node."""
+    started: bool = True
+    """Executors: whether a pod of the Job has run yet (False: none created, Pending,
+    suspended); a validation timing out unstarted gave no verdict."""
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,16 @@ def evidence(ctx: Context, req: Request) -> Hold | None:
     return None
 
 
+def fresh_evidence(
+    ctx: Context, state: RemediationState, node: NodeView, found: matching.Match | None
+) -> bool:
+    """The fault is shown by strong evidence reported after the last disruptive step ended:
+    what the evidence gate would accept for a next step (a fault back during a validation)."""
+    if found is None or found.weak:
+        return False
+    return evidence(ctx, Request(state, node, Action.Reboot, found)) is None
+
+
 def unchanged_since(then: ObservedCondition | None, now: Condition | None) -> bool:
     """The condition is still the one recorded when the last disruptive step ended: same
     remote heartbeat and transition times, status and reason. Remote times are compared only

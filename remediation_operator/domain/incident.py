@@ -295,6 +295,20 @@ def _after_step(
         # An in-place repair succeeded: check the node before anything else (D37).
         return validation.begin(ctx, state, node, found)
     caught = validation.caught(state)
+    if validation.not_run(state):
+        # The validation gave no verdict: the node stays cordoned for a human (D53). Only
+        # the fault's own return, as fresh evidence, moves the ladder on from the repair.
+        if not gates.fresh_evidence(ctx, state, node, found):
+            return replace(
+                state,
+                phase=Phase.Blocked,
+                reason=Reason.ValidationNotRun,
+                next_check_at=ctx.fallback(state, Reason.ValidationNotRun),
+            ), True
+        nxt = ladder.next_after(fault.ladder, validation.reached(state), skip_to(ctx, state))
+        if nxt is None:
+            return exhausted(ctx, state, fault, found), True
+        return start(ctx, state, node, fault, found, nxt, escalating=True)
     if found is None and not caught:
         message = messages.fault_cleared(state.fault)
         ctx.announce(state, Reason.FaultCleared, message)

@@ -468,6 +468,30 @@ def validation_timed_out(took: timedelta, then: Action | None) -> str:
     return f"Validation did not finish within {durations.format(took)}; {nxt}."
 
 
+def evicting_before_reboot(pods: str, wait: str) -> str:
+    return (
+        "The drain before the GPU reset left pods that use no GPU; the reboot would stop them,"
+        f" so they are evicted first under the full drain rules ({pods}); {wait}."
+    )
+
+
+def validation_not_run(why: str) -> str:
+    said = why.rstrip(".") if why else "its Job did not run"
+    return (
+        f"Validation could not run ({said}): no verdict on the GPU, so the node stays cordoned"
+        " and nothing climbs; fix the validation Job and uncordon the node to return it, or"
+        " let the fault's return move the ladder on."
+    )
+
+
+def fault_returned_in_validation(condition: str, took: timedelta, then: Action | None) -> str:
+    nxt = f"escalating to {then}" if then is not None else "no step is left on the ladder"
+    return (
+        f"The fault was reported again ({condition}) {durations.format(took)} into the"
+        f" validation: the validation ends failed; {nxt}."
+    )
+
+
 # ------------------------------------------------------------------- diagnostics (D39)
 
 

@@ -130,6 +130,9 @@ DIAGNOSTICS_DIR_ENV = "REMEDIATION_DIAGNOSTICS_DIR"
 """With a `pvc://` destination: the directory of the mounted claim to write into."""
 DIAGNOSTICS_MOUNT = "/diagnostics"
 PVC_SCHEME = "pvc://"
+EXPECTED_BOOT_ID_ENV = "REMEDIATION_EXPECTED_BOOT_ID"
+"""A Reboot Job's containers get the node's bootID at the step's start in this variable: the
+node program reboots only while the node still has it (`remediation-operator node reboot`)."""
 VALIDATION_ENV = "REMEDIATION_DIAG_LEVEL"
 """The environment variable a validation Job's containers get the policy's `level` in."""
 

@@ -118,6 +118,14 @@ class Reason(StrEnum):
     """The validation Job passed: probation, then release (or the ladder, if the fault stays)."""
     ValidationFailed = "ValidationFailed"
     """The validation Job failed or timed out: positive evidence, the ladder climbs at once."""
+    EvictingBeforeReboot = "EvictingBeforeReboot"
+    """The Drain moved only GPU pods (gpuPodsOnlyBeforeReset); before the Reboot restarts the
+    node, the pods it left are evicted under the full drain rules (PodDisruptionBudgets
+    honoured) and the reboot waits for them; the message names them (issue 22, D54)."""
+    ValidationNotRun = "ValidationNotRun"
+    """The validation could not run (no Job template, its pod never started, admission refused
+    it): no verdict on the GPU, so the node stays cordoned for a human and nothing climbs on
+    it (issue 22, D53)."""
 
     # Added with diagnostics before destructive steps (issue 15, D39)
     CollectingDiagnostics = "CollectingDiagnostics"

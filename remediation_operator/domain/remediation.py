@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from remediation_operator.domain.policy import Action
@@ -59,6 +59,10 @@ class StepRecord:
     outcome: Outcome | None = None
     location: str = ""
     """Diagnose only: where the diagnostics were written ("" for other steps)."""
+    timeout: timedelta | None = None
+    """Validate and Diagnose: the timeout the step started with (the policy's at the time).
+    The running step is judged by it, so editing or removing the policy's `validation` or
+    `diagnostics` meanwhile cannot take its deadline away (issue 22)."""
 
 
 @dataclass(frozen=True)

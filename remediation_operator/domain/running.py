@@ -71,8 +71,12 @@ def in_flight(
     assert state.step is not None
     assert state.steps
     index = ladder.index_of(fault.ladder, state.step)
-    step = fault.ladder[index] if index is not None else validation.step_for(ctx.policy, state.step)
     record = state.steps[-1]
+    step = (
+        fault.ladder[index]
+        if index is not None
+        else validation.step_for(ctx.policy, state.step, record)
+    )
     first_started = state.step_started_at or record.started_at
     limit = ladder.deadline(step, first_started)
     forced = record.reason is Reason.DrainForced
@@ -87,13 +91,15 @@ def in_flight(
     obs = ctx.snapshot.observations.get(node.name)
     if obs is not None and (obs.action is not state.step or obs.attempt != state.attempt):
         obs = None
+    if step.action is Action.Validate and validation.fault_returned(ctx, state, node, found):
+        return _fault_returned_in_validation(ctx, state, fault, found), False
     outcome = ACTIONS[step.action].done(node, state, obs)
     detail = obs.message if obs is not None and obs.message else ""
     over = outcome is not None or (limit is not None and now >= limit)
     if step.action is Action.Diagnose and over:
         return _diagnosed(ctx, state, fault, outcome, detail), False
     if step.action is Action.Validate and over:
-        return _validated(ctx, state, fault, outcome, detail), False
+        return _validated(ctx, state, fault, outcome, obs, detail), False
     if outcome is Outcome.Succeeded:
         if step.action is Action.Replace:
             message = messages.replaced()
@@ -144,15 +150,29 @@ def _diagnosed(
 
 
 def _validated(
-    ctx: Context, state: RemediationState, fault: Fault, outcome: Outcome | None, detail: str
+    ctx: Context,
+    state: RemediationState,
+    fault: Fault,
+    outcome: Outcome | None,
+    obs: StepObservation | None,
+    detail: str,
 ) -> RemediationState:
-    """The validation ended: passed (Succeeded), or failed or timed out (PermanentFailure:
-    positive evidence, the ladder climbs at once; `validation.caught`)."""
+    """The validation ended: passed (Succeeded), failed or timed out while its pod ran
+    (PermanentFailure: positive evidence, the ladder climbs at once; `validation.caught`), or
+    it never ran (no verdict: the node is held, `validation.not_run`)."""
     took = ctx.now - state.steps[-1].started_at
     if outcome is Outcome.Succeeded:
         message = messages.validation_passed(took, detail)
         ctx.announce(state, Reason.ValidationPassed, message, action=Action.Validate)
         return end_step(ctx, state, Outcome.Succeeded, Reason.ValidationPassed, message)
+    unrun = validation.no_verdict(outcome, obs)
+    if unrun is not None:
+        message = messages.validation_not_run(unrun or detail)
+        ctx.announce(
+            state, Reason.ValidationNotRun, message, Severity.Warning, action=Action.Validate
+        )
+        ended_ = end_step(ctx, state, Outcome.Cancelled, Reason.ValidationNotRun, message)
+        return replace(ended_, phase=Phase.Blocked, next_check_at=None)
     nxt = ladder.next_after(fault.ladder, validation.reached(state))
     then = fault.ladder[nxt].action if nxt is not None else None
     if outcome is None:
@@ -161,6 +181,27 @@ def _validated(
         message = messages.validation_failed(took, detail, then)
     ctx.announce(state, Reason.ValidationFailed, message, Severity.Warning, Action.Validate)
     return end_step(ctx, state, Outcome.PermanentFailure, Reason.ValidationFailed, message)
+
+
+def _fault_returned_in_validation(
+    ctx: Context, state: RemediationState, fault: Fault, found: matching.Match | None
+) -> RemediationState:
+    """The node reported its fault again, after the repair, while the validation ran: that is
+    the verdict already. The validation ends (PermanentFailure, so the ladder climbs at once,
+    `validation.caught`) instead of running on to its timeout."""
+    assert found is not None
+    nxt = ladder.next_after(fault.ladder, validation.reached(state))
+    then = fault.ladder[nxt].action if nxt is not None else None
+    took = ctx.now - state.steps[-1].started_at
+    condition = found.condition
+    shown = (
+        f"{condition.type}={condition.status} {condition.reason}".strip()
+        if condition is not None
+        else found.condition_type
+    )
+    message = messages.fault_returned_in_validation(shown, took, then)
+    ctx.announce(state, Reason.FaultReturned, message, Severity.Warning, Action.Validate)
+    return end_step(ctx, state, Outcome.PermanentFailure, Reason.FaultReturned, message)
 
 
 def _timed_out(
@@ -330,9 +371,18 @@ def still_running(
         if meaning.reissue is Reissue.Always or not started:
             forced = record.reason is Reason.DrainForced
             pods = drain.plan(ctx.policy, state.fault, state.step_started_at, now)
+            boot = state.boot_id_at_step_start or ""
             ctx.mutate(
                 meaning.start(
-                    Start(node.name, state.name, state.attempt, ctx.policy, forced, drain=pods)
+                    Start(
+                        node.name,
+                        state.name,
+                        state.attempt,
+                        ctx.policy,
+                        forced,
+                        drain=pods,
+                        boot_id=boot,
+                    )
                 )
             )
         check = now + meaning.pace(record.started_at, now)
@@ -351,7 +401,8 @@ def still_running(
     wait = messages.waits(check, None if waiting else limit, now)
     reason, message = _waiting(ctx, state, action, record, obs, wait, waiting)
     updated = replace(state, phase=phase, reason=reason, message=message, next_check_at=check)
-    if (reason is not state.reason and reason is not Reason.StepStarted) or reannounce:
+    named = reason is Reason.EvictingBeforeReboot and message != state.message
+    if (reason is not state.reason and reason is not Reason.StepStarted) or reannounce or named:
         severity = Severity.Warning if reason is Reason.DrainBlockedByPDB else Severity.Normal
         ctx.announce(updated, reason, message, severity, action=action)
     return updated
@@ -377,6 +428,8 @@ def _waiting(
         return Reason.DrainForced if forced else Reason.StepStarted, messages.draining(
             state.attempt, wait
         )
+    if action is Action.Reboot and obs is not None and obs.evicting:
+        return Reason.EvictingBeforeReboot, messages.evicting_before_reboot(obs.message, wait)
     if action is Action.Reboot and acknowledged:
         return Reason.WaitingForReboot, messages.waiting_for_reboot(wait)
     if action is Action.Replace and obs is not None and obs.progress is Progress.InProgress:
@@ -395,6 +448,8 @@ def _same_wait(ctx: Context, state: RemediationState, obs: StepObservation | Non
     if state.step is Action.Drain:
         return blocked == (state.reason is Reason.DrainBlockedByPDB)
     acknowledged = obs is not None and obs.progress is not Progress.Absent
+    if state.step is Action.Reboot and obs is not None and obs.evicting:
+        return state.reason is Reason.EvictingBeforeReboot and obs.message in state.message
     if state.step is Action.Reboot:
         return acknowledged == (state.reason is Reason.WaitingForReboot)
     if state.step is Action.Replace:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from remediation_operator.domain.policy import Action
@@ -92,10 +92,11 @@ def accompany(
     message: str,
     check: datetime,
     location: str = "",
+    timeout: timedelta | None = None,
 ) -> RemediationState:
     """Enter Running with a step that accompanies a rung (Validate after a repair, Diagnose
-    before one): a new record, the rung's ladder position kept."""
-    record = StepRecord(action, attempt, now, reason, message, location=location)
+    before one): a new record, the rung's ladder position kept, its timeout recorded."""
+    record = StepRecord(action, attempt, now, reason, message, location=location, timeout=timeout)
     return replace(
         state,
         phase=Phase.Running,

@@ -10,7 +10,7 @@ from remediation_operator.domain import diagnosing, drain, gates, ladder, matchi
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
-from remediation_operator.domain.effects import ProtectFromConsolidation
+from remediation_operator.domain.effects import Evict, ProtectFromConsolidation
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import Action, Fault
 from remediation_operator.domain.reasons import Reason
@@ -81,7 +81,18 @@ def begin(
     )
     since = None if fresh else state.step_started_at
     pods = drain.plan(ctx.policy, state.fault, since, now)
-    ctx.mutate(meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods)))
+    if action is Action.Reboot and drain.before_restart(ctx.policy, replace(state, step=action)):
+        # The GPU-only drain left pods the reboot would stop: evict them under the full rules
+        # first; the executor starts once none remains (the engine's observation, D54).
+        everything = drain.plan(ctx.policy, state.fault, since, now, full=True)
+        ctx.mutate(Evict(name, plan=everything))
+    else:
+        # A resumed Reboot keeps the bootID of its first start (the one the reboot replaces).
+        kept = state.boot_id_at_step_start if resume and action is state.step else None
+        boot_id = kept or node.boot_id
+        ctx.mutate(
+            meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods, boot_id=boot_id))
+        )
     if meaning.in_place and not any(ACTIONS[r.action].in_place for r in state.steps):
         ctx.mutate(ProtectFromConsolidation(name, on=True))
     last = state.steps[-1] if state.steps else None

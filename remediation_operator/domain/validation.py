@@ -21,15 +21,18 @@ from remediation_operator.domain import gates, matching, messages, stage
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
-from remediation_operator.domain.fleet import NodeView
+from remediation_operator.domain.fleet import NodeView, StepObservation
 from remediation_operator.domain.policy import LADDER_ORDER, Action, Policy, Step
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, RemediationState, StepRecord
 
 
-def step_for(policy: Policy, action: Action) -> Step:
-    """The Step a running Validate or Diagnose is judged by (its timeout); other actions off
-    the ladder get a Step with no limit, as before."""
+def step_for(policy: Policy, action: Action, record: StepRecord | None = None) -> Step:
+    """The Step a running Validate or Diagnose is judged by: the timeout recorded when it
+    started (`record.timeout`), else the policy's (a record written before it was recorded);
+    other actions off the ladder get a Step with no limit, as before."""
+    if record is not None and record.timeout is not None:
+        return Step(action, timeout=record.timeout, retries=0)
     if action is Action.Validate and policy.validation is not None:
         return Step(Action.Validate, timeout=policy.validation.timeout, retries=0)
     if action is Action.Diagnose and policy.diagnostics is not None:
@@ -90,10 +93,63 @@ def begin(
     check = min(now + meaning.pace(now, now), limit)
     message = messages.validation_started(repaired, messages.waits(check, limit, now))
     started = stage.accompany(
-        state, Action.Validate, attempt, now, Reason.ValidationStarted, message, check
+        state,
+        Action.Validate,
+        attempt,
+        now,
+        Reason.ValidationStarted,
+        message,
+        check,
+        timeout=config.timeout,
     )
     ctx.announce(started, Reason.ValidationStarted, message, action=Action.Validate)
     return started, True
+
+
+def no_verdict(outcome: Outcome | None, obs: StepObservation | None) -> str | None:
+    """Why a validation that ended without passing gave no verdict ("" when the reason is the
+    executor's message), or None when it did give one (it ran and failed, or ran out of time
+    while its pod ran). A check that never ran says nothing about the GPU (issue 22, D53): no
+    Job template, admission refusing its pod, a pod that never started (Pending, image pull,
+    suspended), or no Job seen at all when the timeout ran out."""
+    if outcome is not None:
+        return "" if obs is not None and obs.not_run else None
+    if obs is None:
+        return "no Job of this validation was observed before its timeout"
+    if not obs.started:
+        return f"{obs.message or 'its pod never started'} when its timeout ran out"
+    return None
+
+
+def fault_returned(
+    ctx: Context, state: RemediationState, node: NodeView, found: matching.Match | None
+) -> bool:
+    """The fault came back after the repair: strong evidence the evidence gate accepts, from
+    a condition that was absent when the repair ended or has transitioned since (a fault that
+    simply stayed through the repair keeps its transition time and does not count: it waits
+    for the validation and then the repair's `escalateAfter`, as before)."""
+    if found is None or found.condition is None:
+        return False
+    if not gates.fresh_evidence(ctx, state, node, found):
+        return False
+    then = state.evidence_at_step_end
+    now = found.condition
+    return (
+        then is None
+        or then.type != now.type
+        or then.last_transition_time != now.last_transition_time
+        or (then.status, then.reason) != (now.status, now.reason)
+    )
+
+
+def not_run(state: RemediationState) -> bool:
+    """The incident's last record is a validation that could not run: it rests, held."""
+    last = state.steps[-1] if state.steps else None
+    return (
+        last is not None
+        and last.action is Action.Validate
+        and last.reason is Reason.ValidationNotRun
+    )
 
 
 def took(record: StepRecord) -> timedelta:

@@ -101,6 +101,12 @@ class ExecutorStatus:
     progress: Progress
     message: str = ""
     permanent: bool = False
+    not_run: bool = False
+    """With `Failed`: the check could not run at all (no Job template, its pod refused by
+    admission), so it gave no verdict on the node (a validation holds, it does not climb)."""
+    started: bool = True
+    """False while no pod of the Job has run (none created, Pending, suspended): a
+    validation timing out then gave no verdict either; `message` says why when known."""
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
 from remediation_operator.domain import gates, planner
 from remediation_operator.domain.actions import ACTIONS, Start
+from remediation_operator.domain.drain import before_restart
 from remediation_operator.domain.drain import plan as drain_plan
 from remediation_operator.domain.effects import (
     Announce,
@@ -53,7 +54,14 @@ from remediation_operator.domain.effects import (
 )
 from remediation_operator.domain.fleet import NodeView, Progress, Snapshot, StepObservation
 from remediation_operator.domain.planner import Plan, PolicySummary
-from remediation_operator.domain.policy import Action, ActionExecutor, Mode, Policy
+from remediation_operator.domain.policy import (
+    EXPECTED_BOOT_ID_ENV,
+    Action,
+    ActionExecutor,
+    Executor,
+    Mode,
+    Policy,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.engine import explain, node_index
@@ -272,8 +280,13 @@ def _resume_effects(
         return []
     forced = state.reason is Reason.DrainForced
     pods = drain_plan(policy, state.fault, state.step_started_at, now)
-    effect = meaning.start(Start(name, state.name, state.attempt, policy, forced, drain=pods))
-    if meaning.in_place:
+    boot = state.boot_id_at_step_start or ""
+    effect = meaning.start(
+        Start(name, state.name, state.attempt, policy, forced, drain=pods, boot_id=boot)
+    )
+    if meaning.in_place and step is not Action.Cordon:
+        # (A resumed Cordon is the cordon alone: its do-not-disrupt follows with the next
+        # in-place step's start, or the cordon's own next start, D56.)
         return [ProtectFromConsolidation(name, True), effect]
     return [effect]
 
@@ -313,12 +326,31 @@ async def _observe_one(
             status = await _retrying(
                 lambda: cluster.executor_status(node, state.name, step, attempt, executor)
             )
+            if status.progress is Progress.Absent and before_restart(policy, state):
+                # Not rebooting before the pods a GPU-only drain left are gone (D54).
+                everything = drain_plan(policy, state.fault, state.step_started_at, now, full=True)
+                left = await _retrying(lambda: cluster.drain_status(node, everything))
+                if left.remaining:
+                    out.observations[node] = StepObservation(
+                        action=step,
+                        attempt=attempt,
+                        progress=Progress.InProgress,
+                        message=left.message,
+                        blocked_by_pdb=left.blocked_by_pdb,
+                        pdbs=left.pdbs,
+                        blocked_pods=left.blocked_pods,
+                        evicting=True,
+                    )
+                    out.resume[node] = [Evict(node, plan=everything)]
+                    return
             out.observations[node] = StepObservation(
                 action=step,
                 attempt=attempt,
                 progress=status.progress,
                 message=status.message,
                 permanent=status.permanent,
+                not_run=status.not_run,
+                started=status.started,
             )
             if status.progress is Progress.Absent:
                 resume = _resume_effects(state, policy, nodes.get(node), None, now)
@@ -390,8 +422,13 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
             await cluster.protect_from_consolidation(node, on)
         case Evict(node=node, force=force, plan=pods):
             await cluster.evict(node, force, pods)
-        case RunExecutor(node=node, remediation=name, action=action, attempt=attempt):
+        case RunExecutor(
+            node=node, remediation=name, action=action, attempt=attempt, boot_id=boot_id
+        ):
             executor = executor_of(policy, action, name, attempt)
+            if boot_id and executor.executor is Executor.Job:
+                env = {**executor.env, EXPECTED_BOOT_ID_ENV: boot_id}
+                executor = replace(executor, env=env)
             await cluster.run_executor(node, name, action, attempt, executor)
         case Replace(node=node, provider=provider):
             await cluster.replace(node, provider)

@@ -64,7 +64,9 @@ class KubernetesCluster:
     ) -> ExecutorStatus:
         async with mapped():
             status = await self._executors.status(node, remediation, action, attempt, executor)
-        return ExecutorStatus(status.progress, status.message, status.permanent)
+        return ExecutorStatus(
+            status.progress, status.message, status.permanent, status.not_run, status.started
+        )
 
     async def replacement_status(self, node: str, provider: ReplaceProvider) -> Progress:
         try:

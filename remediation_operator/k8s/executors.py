@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +45,10 @@ class Status:
     progress: Progress
     message: str = ""
     permanent: bool = False
+    not_run: bool = False
+    """With Failed: nothing ran (no template, the pod refused by admission): no verdict."""
+    started: bool = True
+    """Whether a pod of the attempt has run yet (False: none created, Pending, suspended)."""
 
 
 class TemplateError(ValueError):
@@ -166,6 +171,72 @@ def _has_pods(job: Mapping[str, Any]) -> bool:
     return any(int(status.get(key) or 0) for key in ("active", "succeeded", "failed", "ready"))
 
 
+def _ran(job: Mapping[str, Any]) -> bool:
+    """Whether the Job's status shows a pod that ran: one is Ready (a running container with
+    no readiness probe is Ready), or one ended. `active` alone also counts Pending pods (an
+    image that cannot be pulled keeps its pod Pending and active for ever)."""
+    status = job.get("status") or {}
+    return any(int(status.get(key) or 0) for key in ("succeeded", "failed", "ready"))
+
+
+def _suspended(job: Mapping[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return bool((job.get("spec") or {}).get("suspend")) or any(
+        c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions
+    )
+
+
+def _waiting(pod: Mapping[str, Any]) -> str:
+    """Why a pod has not started, in the kubelet's words (`ImagePullBackOff: ...`), or ""."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            detail = waiting.get("message") or ""
+            return f"{waiting['reason']}: {detail}" if detail else str(waiting["reason"])
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "unschedulable")
+    return ""
+
+
+@dataclass(frozen=True)
+class Said:
+    """What an executor pod said when it ended (its termination message)."""
+
+    message: str
+    permanent: bool = False
+
+
+_SAID_LIMIT = 600
+"""How much of a termination message reaches the step's record and Event."""
+
+
+def node_said(text: str) -> Said | None:
+    """A termination message as the step's record shows it. The node program writes one JSON
+    object (`remediation_operator.node.result`): its message and failed checks (which check,
+    which GPU), and `PermanentFailure` makes the failure permanent (the ladder climbs at once).
+    Any other image's message is shown as written, cut to a readable length."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return Said(text[:_SAID_LIMIT])
+    if not isinstance(body, dict) or "outcome" not in body:
+        return Said(text[:_SAID_LIMIT])
+    message = f"{body.get('reason', '')}: {body.get('message', '')}".strip(": ")
+    failed = [
+        f"{c.get('check')} on {c.get('gpu') or 'the node'}"
+        for c in body.get("failedChecks") or []
+        if isinstance(c, dict)
+    ]
+    if failed:
+        message += f" (failed: {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''})"
+    return Said(message[:_SAID_LIMIT], permanent=body.get("outcome") == "PermanentFailure")
+
+
 def agent_request(remediation: str, action: Action, attempt: int) -> str:
     return f"{action.value}:{remediation}:{attempt}"
 
@@ -263,21 +334,73 @@ class Executors:
             try:
                 self._template(action, executor)
             except TemplateError as missing:
-                return Status(Progress.Failed, str(missing), permanent=True)
-            return Status(Progress.Absent)
+                return Status(Progress.Failed, str(missing), permanent=True, not_run=True)
+            return Status(Progress.Absent, f"no Job {self._namespace}/{name}", started=False)
         for condition in (job.get("status") or {}).get("conditions") or []:
             if condition.get("status") != "True":
                 continue
             if condition.get("type") == "Complete":
-                return Status(Progress.Succeeded, f"Job {name} completed")
+                said = await self._said(name)
+                detail = f": {said.message}" if said is not None else ""
+                return Status(Progress.Succeeded, f"Job {name} completed{detail}")
             if condition.get("type") == "Failed":
+                said = await self._said(name)
                 detail = condition.get("message") or condition.get("reason") or "failed"
+                if said is not None:
+                    return Status(
+                        Progress.Failed,
+                        f"Job {name} failed: {said.message}",
+                        permanent=said.permanent,
+                    )
                 return Status(Progress.Failed, f"Job {name} failed: {detail}")
         if not _has_pods(job):
             refused = await self._refused(name)
             if refused is not None:
                 return refused
-        return Status(Progress.InProgress, f"Job {self._namespace}/{name} running")
+        if _ran(job):
+            return Status(Progress.InProgress, f"Job {self._namespace}/{name} running")
+        return await self._unstarted(job, name)
+
+    async def _said(self, name: str) -> Said | None:
+        """What the Job's last pod said in its termination message (`node_said`)."""
+        pods = await self._client.get(
+            path("v1", "pods", namespace=self._namespace), labelSelector=f"job-name={name}"
+        )
+        items = sorted(
+            pods.get("items") or [],
+            key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""),
+        )
+        for pod in reversed(items):
+            for container in (pod.get("status") or {}).get("containerStatuses") or []:
+                terminated = (container.get("state") or {}).get("terminated") or {}
+                said = node_said(str(terminated.get("message") or ""))
+                if said is not None:
+                    return said
+        return None
+
+    async def _unstarted(self, job: Mapping[str, Any], name: str) -> Status:
+        """A Job none of whose pods has run yet: running if its pod is Running now, else not
+        started, saying why (suspended, the kubelet's waiting reason, not scheduled)."""
+        where = f"Job {self._namespace}/{name}"
+        if _suspended(job):
+            return Status(Progress.InProgress, f"{where} is suspended", started=False)
+        pods = await self._client.get(
+            path("v1", "pods", namespace=self._namespace), labelSelector=f"job-name={name}"
+        )
+        items = pods.get("items") or []
+        if any(
+            (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+            for p in items
+        ):
+            return Status(Progress.InProgress, f"{where} running")
+        whys = [w for w in (_waiting(p) for p in items) if w]
+        if whys:
+            return Status(
+                Progress.InProgress, f"{where}: its pod has not started: {whys[0]}", started=False
+            )
+        if items:
+            return Status(Progress.InProgress, f"{where}: its pod is Pending", started=False)
+        return Status(Progress.InProgress, f"{where}: no pod of it has started", started=False)
 
     async def _refused(self, name: str) -> Status | None:
         """The Job controller could not create the Job's pod (Pod Security, quota, a missing
@@ -297,6 +420,8 @@ class Executors:
                     Progress.Failed,
                     f"Job {self._namespace}/{name} cannot create its pod: {detail}",
                     permanent=True,
+                    not_run=True,
+                    started=False,
                 )
         return None
 

@@ -445,3 +445,14 @@ def test_a_ladder_longer_than_the_actions_is_refused_as_a_whole(minimal: dict[st
     assert messages(_with_fault(minimal, ladder=ladder, onExhausted="Hold")) == {
         "spec.faults[0].ladder": "list should have at most 5 items after validation, not 6"
     }
+
+
+def test_a_check_with_a_zero_timeout_is_refused(minimal: dict[str, Any]) -> None:
+    """A validation given no time would end before its Job ran: no verdict (issue 22)."""
+    minimal["spec"]["validation"] = {"timeout": "0s"}
+    assert messages(minimal) == {
+        "spec.validation.timeout": "must be longer than 0s: the Job would end before it could run"
+    }
+    minimal["spec"].pop("validation")
+    minimal["spec"]["diagnostics"] = {"destination": "s3://b/p", "timeout": "0s"}
+    assert set(messages(minimal)) == {"spec.diagnostics.timeout"}

@@ -102,7 +102,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Cordon,
         Reason.StepStarted,
-        ["!FaultDetected", "Cordon", "!StepStarted"],
+        ["!FaultDetected", "Cordon", "Protect", "!StepStarted"],
         10 * SEC,
         policy=policy(faults=(xid_fault(tolerate=timedelta(0)), silent_fault())),
     ),
@@ -111,7 +111,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Cordon,
         Reason.StepStarted,
-        ["Cordon", "!StepStarted"],
+        ["Cordon", "Protect", "!StepStarted"],
         2 * MIN + 10 * SEC,
     ),
     "cordon observed: wait escalateAfter": Row(
@@ -130,7 +130,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Drain,
         Reason.StepStarted,
-        ["Evict", "Protect", "!StepStarted"],
+        ["Evict", "!StepStarted"],
         7 * MIN + 5 * SEC,
     ),
     "drain blocked by PDB: evict again, paced": Row(
@@ -326,7 +326,7 @@ ROWS: dict[str, Row] = {
         Phase.Succeeded,
         Action.Cordon,
         Reason.Recovered,
-        ["Release(uncordon)", "!Recovered"],
+        ["Release(uncordon)", "Unprotect", "!Recovered"],
         None,
     ),
     "recovered after a reset: drop do-not-disrupt": Row(
@@ -350,7 +350,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Drain,
         Reason.StepStarted,
-        ["!FaultReturned", "Evict", "Protect", "!StepStarted"],
+        ["!FaultReturned", "Evict", "!StepStarted"],
         8 * MIN + 5 * SEC,
     ),
     "fault clears mid-drain: drain stopped, probation": Row(
@@ -385,7 +385,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Cordon,
         Reason.StepStarted,
-        ["Cordon", "!StepStarted"],
+        ["Cordon", "Protect", "!StepStarted"],
         2 * MIN + 10 * SEC,
     ),
     "admin uncordons: cancelled, our taint removed, no re-cordon": Row(
@@ -393,7 +393,7 @@ ROWS: dict[str, Row] = {
         Phase.Cancelled,
         Action.Cordon,
         Reason.AdminUncordoned,
-        ["Release", "!AdminUncordoned"],
+        ["Release", "Unprotect", "!AdminUncordoned"],
         None,
     ),
     "admin uncordons before the cordon is recorded: cancelled, never re-cordoned": Row(
@@ -401,7 +401,7 @@ ROWS: dict[str, Row] = {
         Phase.Cancelled,
         Action.Cordon,
         Reason.AdminUncordoned,
-        ["Release", "!AdminUncordoned"],
+        ["Release", "Unprotect", "!AdminUncordoned"],
         None,
     ),
     "admin cordoned first: noted": Row(
@@ -409,7 +409,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Cordon,
         Reason.StepStarted,
-        ["Cordon", "!StepStarted", "!AlreadyCordoned"],
+        ["Cordon", "Protect", "!StepStarted", "!AlreadyCordoned"],
         2 * MIN + 10 * SEC,
     ),
     "admin cordoned first: never uncordoned": Row(
@@ -417,7 +417,7 @@ ROWS: dict[str, Row] = {
         Phase.Succeeded,
         Action.Cordon,
         Reason.Recovered,
-        ["Release", "!Recovered"],
+        ["Release", "Unprotect", "!Recovered"],
         None,
     ),
     "node deleted mid-drain: cancelled": Row(
@@ -443,7 +443,7 @@ ROWS: dict[str, Row] = {
         Phase.Running,
         Action.Drain,
         Reason.StepStarted,
-        ["Evict", "Protect", "!StepStarted"],
+        ["Evict", "!StepStarted"],
         7 * MIN + 5 * SEC,
         policy=policy(history=History()),
         history=2,

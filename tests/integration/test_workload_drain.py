@@ -136,3 +136,70 @@ async def test_gpu_only_drain_before_a_reset_leaves_a_cpu_pod_in_place(cluster: 
     assert remediation is not None
     drain = next(s for s in remediation["status"]["steps"] if s["action"] == "Drain")
     assert drain["outcome"] == "Succeeded"
+
+
+def reboot_jobs(cluster: Cluster) -> list[dict[str, Any]]:
+    return [
+        j
+        for j in cluster.api.store.list("jobs", NAMESPACE)
+        if j["metadata"]["labels"].get("remediation.gpuops.io/action") == "Reboot"
+    ]
+
+
+async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honouring_budgets(
+    cluster: Cluster,
+) -> None:
+    """Issue 22, D54: the CPU pod the GPU-only drain left would stop with the node. Before the
+    Reboot it is evicted under the full drain rules; its PodDisruptionBudget holds the reboot
+    (named in status and an Event) until the budget allows the eviction."""
+    node = cluster.node_names()[0]
+    cluster.api.store.create("pods", pod(node, "trainer-0", gpus=8), "training")
+    cluster.api.store.create("pods", pod(node, "log-shipper", namespace="default"), "default")
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "log-shipper", "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "log-shipper"}}},
+    }
+    cluster.api.store.create("poddisruptionbudgets", budget, "default")
+    await eventually(lambda: running(cluster, "log-shipper", "default"), what="the CPU pod running")
+    cluster.apply(policy(drain={"gpuPodsOnlyBeforeReset": True}))  # the reset does not fix it
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+
+    await eventually(
+        lambda: (cluster.remediation(node) or {}).get("status", {}).get("reason")
+        == "EvictingBeforeReboot",
+        within=40,
+        what="the reboot waiting for the pods the drain left",
+    )
+    status = cluster.remediation(node)["status"]  # type: ignore[index]
+    assert status["step"] == "Reboot"
+    assert "default/log-shipper" in status["message"]
+    await eventually(
+        lambda: "PodDisruptionBudget default/log-shipper"
+        in (cluster.remediation(node) or {}).get("status", {}).get("message", ""),
+        within=30,
+        what="the budget named",
+    )
+    await eventually(
+        lambda: any(
+            e["reason"] == "EvictingBeforeReboot" and "default/log-shipper" in e["message"]
+            for e in cluster.events(node, "Node")
+        ),
+        what="an Event naming the pod",
+    )
+    await asyncio.sleep(3)  # several checks of the Reboot step go by
+    assert running(cluster, "log-shipper", "default"), "the budget is honoured"
+    assert not reboot_jobs(cluster), "no reboot while the budget refuses the eviction"
+
+    cluster.api.store.delete("poddisruptionbudgets", "log-shipper", "default")
+
+    await eventually(lambda: gone(cluster, "log-shipper", "default"), within=40, what="evicted")
+    (job,) = await eventually(lambda: reboot_jobs(cluster), within=40, what="the reboot Job")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    boot = cluster.remediation(node)["status"]["bootIDAtStepStart"]  # type: ignore[index]
+    assert boot
+    # The node program reboots only while the node still has this bootID (D55).
+    assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]

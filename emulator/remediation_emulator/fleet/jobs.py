@@ -109,12 +109,26 @@ def finished(job: Obj) -> bool:
     )
 
 
-def started_status(now: datetime) -> dict[str, Any]:
+UNPULLABLE_REGISTRY = ".invalid/"
+"""An image from a registry under the `.invalid` top-level domain (RFC 2606: never resolves)
+cannot be pulled: its pod stays Pending (ImagePullBackOff) and active for ever, never Ready,
+as on a real node whose registry is unreachable."""
+
+
+def unpullable(job: Obj) -> bool:
+    spec = job.get("spec", {}).get("template", {}).get("spec", {})
+    images = [str(c.get("image", "")) for c in spec.get("containers") or []]
+    return any(UNPULLABLE_REGISTRY in image.split("/", 1)[0] + "/" for image in images)
+
+
+def started_status(now: datetime, *, ready: bool = True) -> dict[str, Any]:
+    """The Job's pod was created; `ready`: it runs (a container without a readiness probe is
+    Ready once running); not ready: it is Pending (the Job controller counts it active)."""
     return {
         "status": {
             "startTime": health.timestamp(now),
             "active": 1,
-            "ready": 0,
+            "ready": 1 if ready else 0,
             "terminating": 0,
             "uncountedTerminatedPods": {},
         }
@@ -260,6 +274,10 @@ class JobRunner:
             return None  # our last status write is not in the cache yet; its event wakes us
         clock = asyncio.get_running_loop().time()
         status = job.get("status", {})
+        if unpullable(job):
+            if not status.get("startTime"):
+                await self._status(job, started_status(self._now(), ready=False))
+            return None  # Pending for ever: ImagePullBackOff
         if not status.get("startTime"):
             await self._status(job, started_status(self._now()))
             self._runs[uid] = clock

@@ -1,0 +1,91 @@
+"""`remediation-operator node reset|reboot`: the node-side steps, run by the executor Jobs.
+
+Each prints one JSON result and writes it to the pod's termination message
+(`--termination-log`, /dev/termination-log by default), which the operator reads into the
+step's record and Event; the exit code is 0 (succeeded), 1 (failed, may be retried) or 2
+(permanent: the ladder climbs at once). Environment variables the operator sets on the Job
+stand in for flags: NODE_NAME (downward API), REMEDIATION_EXPECTED_BOOT_ID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remediation_operator.node.platform import Platform
+    from remediation_operator.node.result import Result
+
+SUMMARY = "Run a remediation step on this GPU node (executor Jobs): reset, reboot."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host-root", default="/host", help="where the host's / is mounted")
+    parser.add_argument("--termination-log", default="/dev/termination-log")
+    steps = parser.add_subparsers(dest="step", required=True, metavar="STEP")
+    reset = steps.add_parser("reset", help="reset the node's GPUs (one command, checked)")
+    reset.add_argument("--gpus", default="", help="comma-separated UUIDs (default: all)")
+    reset.add_argument("--expected-gpus", type=int, default=None)
+    reset.add_argument(
+        "--clients",
+        default=os.environ.get("REMEDIATION_GPU_CLIENTS", "none"),
+        help="how to stop the GPU clients: gpu-operator, eks, none or custom",
+    )
+    reset.add_argument("--client-label", action="append", default=[], metavar="KEY=VALUE")
+    reset.add_argument("--client-pods", action="append", default=[], metavar="NS/SELECTOR")
+    reset.add_argument("--clients-timeout", type=float, default=300.0, metavar="SECONDS")
+    reset.add_argument("--fabric-timeout", type=float, default=120.0, metavar="SECONDS")
+    reset.add_argument("--node", default=os.environ.get("NODE_NAME", ""))
+    reboot = steps.add_parser("reboot", help="reboot the node once (bootID-guarded)")
+    reboot.add_argument(
+        "--expected-boot-id", default=os.environ.get("REMEDIATION_EXPECTED_BOOT_ID", "")
+    )
+    reboot.add_argument("--boot-id-file", default="/proc/sys/kernel/random/boot_id")
+    reboot.add_argument("--state-dir", default="/var/lib/remediation-operator")
+
+
+def run(args: argparse.Namespace) -> int:
+    from remediation_operator.node import host, platform, result
+
+    found = platform.detect(args.host_root)
+    if args.step == "reboot":
+        from remediation_operator.node import reboot
+
+        settings = reboot.Settings(args.expected_boot_id, args.boot_id_file, args.state_dir)
+        outcome = reboot.reboot(found, host.run, settings, lambda: datetime.now(UTC))
+    else:
+        outcome = _reset(args, found)
+    result.write(outcome, args.termination_log)
+    return outcome.exit_code
+
+
+def _reset(args: argparse.Namespace, found: Platform) -> Result:
+    from remediation_operator.node import clients, host, reset
+    from remediation_operator.node.result import Outcome, Result
+
+    settings = reset.Settings(
+        gpus=tuple(u for u in args.gpus.split(",") if u),
+        expected=args.expected_gpus,
+        clients_timeout=args.clients_timeout,
+        fabric_timeout=args.fabric_timeout,
+    )
+    try:
+        chosen = clients.preset(args.clients, args.client_label, args.client_pods)
+    except ValueError as error:
+        return Result("reset", Outcome.PermanentFailure, "BadArguments", str(error))
+    if not chosen.labels:
+        return reset.Reset(found, host.run, None, settings, time.sleep, time.monotonic)()
+    if not args.node:
+        message = "--clients needs the node's name: --node or NODE_NAME (downward API)"
+        return Result("reset", Outcome.PermanentFailure, "BadArguments", message)
+    from remediation_operator.node.kube import KubeNodeApi
+
+    api = KubeNodeApi()
+    try:
+        gpu_clients = clients.GpuClients(api, args.node, chosen, time.sleep, time.monotonic)
+        return reset.Reset(found, host.run, gpu_clients, settings, time.sleep, time.monotonic)()
+    finally:
+        api.close()
