@@ -9,11 +9,11 @@ The evidence rule (docs/decisions.md, D60): a disruptive step needs strong evide
 stale heartbeat, a missing condition or an Unknown status); after a repair step (GPUReset,
 Reboot; never after a Cordon or a Drain, which change nothing on the hardware) that evidence
 must be observed by the operator, on its own clock, after the repair ended, and the node must
-have reported again since then: its remote heartbeat, transition, status or reason differ from those recorded in the
-Remediation when that step ended (remote times compared only with remote times). The second
-half survives an operator restart, which makes every condition "first seen" at start-up. A
-condition whose observation time is unknown (`observed_at` None: a caller that does not track
-it) counts as seen now.
+have reported again since then: its remote heartbeat, transition, status or reason differ
+from those recorded in the Remediation when that step ended (remote times compared only
+with remote times). The second half survives an operator restart, which makes every
+condition "first seen" at start-up. A condition whose observation time is unknown
+(`observed_at` None: a caller that does not track it) counts as seen now.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from remediation_operator.domain.policy import (
     Step,
 )
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import Outcome, Phase
+from remediation_operator.domain.remediation import Phase
 from tests.domain.fake_cluster import MIN, XID, FakeCluster, node, policy, run
 
 CONTACT_SUPPORT = Fault(
@@ -151,7 +151,8 @@ def test_a_milder_reason_over_the_fault_is_no_recovery() -> None:
 
     state = cluster.active["gpu-1"]
     assert state.fault == "gpu-double-bit-ecc"
-    assert state.healthy_since is None and state.phase is not Phase.Recovering
+    assert state.healthy_since is None
+    assert state.phase is not Phase.Recovering
     assert [r.action for r in state.steps] == [Action.Cordon, Action.Drain, Action.GPUReset]
     assert cluster.nodes["gpu-1"].unschedulable
     assert not cluster.finished
@@ -186,7 +187,8 @@ def test_a_more_severe_reason_moves_the_same_incident_onto_its_ladder() -> None:
     assert Reason.FaultWorsened in announced(cluster)
     assert not released(cluster)
     assert [r.action for r in state.steps] == [Action.Cordon, Action.Drain, Action.Replace]
-    assert state.condition is not None and state.condition.reason == "NvidiaXID54Error"
+    assert state.condition is not None
+    assert state.condition.reason == "NvidiaXID54Error"
     assert not cluster.finished
 
 
@@ -202,7 +204,8 @@ def test_a_severe_fault_on_a_node_held_by_a_cordon_only_incident_is_acted_on() -
     run(cluster, "plan")
     state = cluster.active["gpu-1"]
     assert state.fault == "gpu-unreachable"
-    assert state.step is Action.Drain and state.phase is Phase.Running
+    assert state.step is Action.Drain
+    assert state.phase is Phase.Running
 
 
 def test_a_drain_does_not_make_the_evidence_old() -> None:
@@ -226,11 +229,12 @@ def test_after_a_repair_the_fault_must_be_reported_again() -> None:
     run(cluster, "ok plan +5m plan")
     state = cluster.active["gpu-1"]
     assert (state.phase, state.reason) == (Phase.Blocked, Reason.EvidenceInsufficient)
-    assert gates.REPAIRS == {Action.GPUReset, Action.Reboot}
+    assert {Action.GPUReset, Action.Reboot} == gates.REPAIRS
     cluster.silent.discard("gpu-1")
     agent_reports(cluster, 48)  # reported again after the reset
     run(cluster, "+10s plan")
-    assert cluster.active["gpu-1"].step is Action.Replace
+    after = cluster.active["gpu-1"]
+    assert after.step is Action.Replace
 
 
 def test_a_condition_that_vanished_is_held_not_given_back() -> None:
@@ -246,7 +250,8 @@ def test_a_condition_that_vanished_is_held_not_given_back() -> None:
     assert state.phase is Phase.Blocked
     assert state.reason is Reason.EvidenceInsufficient
     assert "missing condition" in state.message
-    assert not released(cluster) and cluster.nodes["gpu-1"].unschedulable
+    assert not released(cluster)
+    assert cluster.nodes["gpu-1"].unschedulable
     assert state.step is Action.GPUReset  # held, neither disrupted further nor given back
 
 
@@ -267,7 +272,8 @@ def test_the_condition_back_in_its_healthy_status_is_recovery() -> None:
     run(cluster, "+10s plan")
     assert cluster.active["gpu-1"].phase is Phase.Recovering
     run(cluster, "+11m plan")
-    assert cluster.finished and cluster.finished[-1].reason is Reason.Recovered
+    assert cluster.finished
+    assert cluster.finished[-1].reason is Reason.Recovered
     assert not cluster.nodes["gpu-1"].unschedulable
 
 
@@ -280,5 +286,6 @@ def test_a_reason_change_before_the_first_step_keeps_the_incident() -> None:
     agent_reports(cluster, 63)
     run(cluster, "plan +1m plan")
     state = cluster.active["gpu-1"]
-    assert state.name == name and state.step is Action.Cordon
+    assert state.name == name
+    assert state.step is Action.Cordon
     assert replace(state, name="x").fault == "gpu-double-bit-ecc"

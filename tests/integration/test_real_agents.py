@@ -116,8 +116,10 @@ async def test_a_more_severe_reason_moves_the_same_incident_onto_its_ladder(
 
     cluster.fleet.inject(node, "xid-54")
     await eventually(
-        lambda: (cluster.remediation(node) or {}).get("status", {}).get("fault")
-        == "gpu-contact-support",
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("fault")
+            == "gpu-contact-support"
+        ),
         what="the incident follows the more severe fault",
     )
     await eventually(
