@@ -169,3 +169,64 @@ async def test_a_drain_then_replace_ladder_does_not_wait_for_the_next_heartbeat(
     assert time.monotonic() - drained < 10
     status = (cluster.remediation(node) or {}).get("status", {})
     assert status.get("reason") != "EvidenceInsufficient"
+
+
+def network_fault(cluster: Cluster, node: str) -> None:
+    """The EKS agent's NetworkingReady=False (a fatal network finding), written as it does."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": "NetworkingReady",
+        "status": "False",
+        "reason": "InterfaceNotUp",
+        "message": "interface eth1 is not up",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    cluster.api.store.patch(
+        "nodes",
+        node,
+        {"status": {"conditions": [condition]}},
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
+    """Finding 7: a heavier GPU policy and a network policy select the same nodes. Before
+    D61 the network policy was inert on every shared node (only an `Overlapping` condition
+    said why) and the node with the network fault stayed schedulable."""
+    node = cluster.node_names()[0]
+    gpu = policy("gpu", weight=10, faults=[RESET])
+    network = policy(
+        "network",
+        faults=[
+            {
+                "name": "node-networking",
+                "match": [{"type": "NetworkingReady", "status": "False"}],
+                "tolerate": "0s",
+                "ladder": [{"action": "Cordon"}],
+                "onExhausted": "Hold",
+            }
+        ],
+    )
+    cluster.apply(gpu)
+    cluster.apply(network)
+    await cluster.start_operator()
+
+    network_fault(cluster, node)
+    await eventually(lambda: is_cordoned_by_us(cluster.node(node)), what="cordon")
+    remediations = [r for r in cluster.remediations(node) if "phase" in r.get("status", {})]
+    assert [r["spec"]["policyName"] for r in remediations] == ["network"]
+
+    # While the network incident runs, the GPU policy's fault on that node waits.
+    cluster.fleet.inject(node, "xid-62")
+    await stays(
+        lambda: {r["spec"]["policyName"] for r in cluster.remediations(node)} == {"network"},
+        2.0,
+        "a second incident opened on a node with one running",
+    )
+    await eventually(
+        lambda: (cluster.condition("gpu", "Overlapping") or {}).get("status") == "True",
+        what="the GPU policy says its fault waits behind the network incident",
+    )
+    assert "network" in (cluster.condition("gpu", "Overlapping") or {}).get("message", "")
