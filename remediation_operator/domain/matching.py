@@ -72,6 +72,7 @@ class _Rule:
     fault: Fault
     match: ConditionMatch
     reason: patterns.Pattern | None
+    message: patterns.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def _index(faults: tuple[Fault, ...], only: str | None = None) -> _Index:
             if only is not None and fault.name != only:
                 continue
             pattern = patterns.compile(m.reason) if m.reason is not None else None
-            rule = _Rule(severity, fault, m, pattern)
+            text = patterns.compile(m.message) if m.message is not None else None
+            rule = _Rule(severity, fault, m, pattern, text)
             by_type.setdefault(m.type, []).append(rule)
             if m.stale_after is not None and m.when_missing is WhenMissing.Fault:
                 missing.append(rule)
@@ -114,9 +116,13 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
     A rule that names only a type (no status, reason or staleAfter) never fires.
     """
     m = rule.match
-    if m.status is not None or rule.reason is not None:
+    if m.status is not None or rule.reason is not None or rule.message is not None:
         status_ok = m.status is None or condition.status == m.status
-        if status_ok and (rule.reason is None or rule.reason.fullmatch(condition.reason)):
+        if (
+            status_ok
+            and (rule.reason is None or rule.reason.fullmatch(condition.reason))
+            and (rule.message is None or rule.message.search(condition.message))
+        ):
             return stale or condition.status == UNKNOWN
     if m.stale_after is not None and _older(condition, m.stale_after, now):
         return True

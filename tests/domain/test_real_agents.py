@@ -289,3 +289,30 @@ def test_a_reason_change_before_the_first_step_keeps_the_incident() -> None:
     assert state.name == name
     assert state.step is Action.Cordon
     assert replace(state, name="x").fault == "gpu-double-bit-ecc"
+
+
+def test_two_findings_in_one_report_still_open_an_incident() -> None:
+    """XID 48 and XID 63 in one 15 s report: the reason shows only 63 (no action); the message
+    keeps both, and a `message` rule (the default policy's) opens the incident on 48 (D62)."""
+    by_message = replace(
+        DOUBLE_BIT,
+        match=(*DOUBLE_BIT.match, ConditionMatch(XID, "False", message="detected XID-48 on")),
+    )
+    faults = tuple(by_message if f is DOUBLE_BIT else f for f in FAULTS)
+    cluster = FakeCluster(policy(faults=faults), {"gpu-1": node()})
+    both = Condition(
+        XID,
+        "False",
+        "NvidiaXID63Error",
+        "detected XID-48 on the instance, review kernel logs for additional information.;"
+        " detected XID-63 on the instance, review kernel logs for additional information.",
+        last_transition_time=cluster.now,
+        last_heartbeat_time=cluster.now,
+        observed_at=cluster.now,
+    )
+    others = tuple(c for c in cluster.nodes["gpu-1"].conditions if c.type != XID)
+    cluster.edit("gpu-1", conditions=(*others, both))
+    run(cluster, "plan +1m plan")
+    state = cluster.active["gpu-1"]
+    assert state.fault == "gpu-double-bit-ecc"
+    assert state.step is Action.Cordon
