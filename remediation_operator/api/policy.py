@@ -184,14 +184,16 @@ class LabelSelector(SpecModel):
 
 class ConditionMatch(SpecModel):
     """One way a Node condition signals the fault: the condition `type`, and at least one of
-    `status`, `reason` or `staleAfter`. `status` and `reason` given together must both match;
+    `status`, `reason`, `message` or `staleAfter`. `status`, `reason` and `message` given
+    together must all match;
     `staleAfter` is a separate, weak signal of its own."""
 
     model_config = _rules(
         {
-            "rule": "has(self.status) || has(self.reason) || has(self.staleAfter)",
-            "message": "names only `type`, which never matches a node: add `status`, `reason`"
-            " or `staleAfter`",
+            "rule": "has(self.status) || has(self.reason) || has(self.message) ||"
+            " has(self.staleAfter)",
+            "message": "names only `type`, which never matches a node: add `status`, `reason`,"
+            " `message` or `staleAfter`",
         },
         {
             "rule": "!has(self.whenMissing) || has(self.staleAfter)",
@@ -210,6 +212,11 @@ class ConditionMatch(SpecModel):
     """RE2 regular expression that must match the condition's whole reason, e.g.
     `NvidiaXID(48|79)Error`. RE2 matches in linear time and has no backreferences or
     lookarounds; a pattern it cannot compile is refused. Absent: any reason (with `status`)."""
+    message: Regex | None = None
+    """RE2 regular expression found anywhere in the condition's message, e.g.
+    `detected XID-48 on`. The EKS node monitoring agent keeps only the newest finding in the
+    reason and appends every finding to the message ("; "), so two findings in one report
+    leave the earlier one in the message only. Given with `reason`, both must match."""
     stale_after: Duration | None = None
     """The condition is a fault by itself when its heartbeat has not changed for this long, as
     measured on the operator's own clock from when it saw the heartbeat change (a remote

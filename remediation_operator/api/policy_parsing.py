@@ -167,6 +167,7 @@ def _match(model: ConditionMatch) -> domain.ConditionMatch:
         type=model.type,
         status=model.status,
         reason=model.reason,
+        message=model.message,
         stale_after=_opt_duration(model.stale_after),
         when_missing=model.when_missing or WhenMissing.Ignore,
     )

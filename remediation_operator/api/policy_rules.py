@@ -93,12 +93,17 @@ def _twice(actions: list[Action], path: str) -> list[FieldError]:
 
 def _match(match: ConditionMatch, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
-    if match.status is None and match.reason is None and match.stale_after is None:
+    if (
+        match.status is None
+        and match.reason is None
+        and match.message is None
+        and match.stale_after is None
+    ):
         errors.append(
             FieldError(
                 path,
                 f"names only type {match.type!r}, which never matches a node: add `status`"
-                ' (e.g. "True"), `reason` (a regular expression) or `staleAfter`',
+                ' (e.g. "True"), `reason` or `message` (regular expressions) or `staleAfter`',
             )
         )
     if match.when_missing is not None and match.stale_after is None:

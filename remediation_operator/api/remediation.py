@@ -131,8 +131,8 @@ class RemediationStatus(StatusModel):
     repeat_offender: bool = False
     """History sent this incident ahead on the ladder (`history.then`) after the cordon."""
     evidence_at_step_end: ObservedCondition | None = None
-    """The matched Node condition as it was when the last disruptive step ended. A later
-    disruptive step needs the condition reported again since (its heartbeat, transition,
+    """The matched Node condition as it was when the last repair step (GPUReset, Reboot) ended.
+    A later disruptive step needs the condition reported again since (its heartbeat, transition,
     status or reason differ), also across an operator restart."""
     evidence_seen_at: Timestamp | None = None
     """When the operator (on its own clock) had last seen that condition change, as of the

@@ -5,14 +5,15 @@ why in one Reason and one clause ("Drain is due but <clause>"), and the step doe
 Nothing else in the planner decides whether a step may start, so a retry or an escalation
 can never skip a check a first start makes.
 
-The evidence rule (docs/decisions.md): a disruptive step needs strong evidence (not a stale
-heartbeat, a missing condition or an Unknown status) that the operator observed, on its own
-clock, after the incident's last disruptive step ended, and that the node reported again since
-then: its remote heartbeat, transition, status or reason differ from those recorded in the
-Remediation when that step ended (remote times compared only with remote times). The second
-half survives an operator restart, which makes every condition "first seen" at start-up. A
-condition whose observation time is unknown (`observed_at` None: a caller that does not track
-it) counts as seen now.
+The evidence rule (docs/decisions.md, D60): a disruptive step needs strong evidence (not a
+stale heartbeat, a missing condition or an Unknown status); after a repair step (GPUReset,
+Reboot; never after a Cordon or a Drain, which change nothing on the hardware) that evidence
+must be observed by the operator, on its own clock, after the repair ended, and the node must
+have reported again since then: its remote heartbeat, transition, status or reason differ
+from those recorded in the Remediation when that step ended (remote times compared only
+with remote times). The second half survives an operator restart, which makes every
+condition "first seen" at start-up. A condition whose observation time is unknown
+(`observed_at` None: a caller that does not track it) counts as seen now.
 """
 
 from __future__ import annotations
@@ -71,13 +72,19 @@ def ownership(ctx: Context, req: Request) -> Hold | None:
     return None
 
 
+REPAIRS: frozenset[Action] = frozenset({Action.GPUReset, Action.Reboot})
+"""The steps that change the hardware's state: evidence from before one ended is old. A
+Cordon or a Drain changes nothing on the hardware, so the evidence that started them still
+stands after them (D60)."""
+
+
 def evidence_ended(state: RemediationState) -> datetime | None:
-    """When the incident's last disruptive step (attempt) ended; None: none did. A DryRun
-    step changed nothing on the node, so it leaves the evidence as it was."""
+    """When the incident's last repair step (attempt: GPUReset, Reboot) ended; None: none did.
+    A DryRun step changed nothing on the node, so it leaves the evidence as it was."""
     if state.dry_run:
         return None
     for record in reversed(state.steps):
-        if ACTIONS[record.action].disruptive and record.finished_at is not None:
+        if record.action in REPAIRS and record.finished_at is not None:
             return record.finished_at
     return None
 

@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from remediation_operator.domain import gates, ladder, matching, messages, stage, validation
+from remediation_operator.domain import (
+    following,
+    gates,
+    ladder,
+    matching,
+    messages,
+    stage,
+    validation,
+)
 from remediation_operator.domain.closing import close, ended, give_back, hold
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.effects import Severity
@@ -131,9 +139,9 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
         return
     # An Enforce incident under a policy switched to DryRun carries on (the `paused` gate
     # starts nothing new): its fault may still clear and its node be given back.
-    found = ctx.matches.get(node.name)
-    if found is None or found.fault.name != fault.name:
-        found = matching.match_fault(node, fault, ctx.now, policy.faults)
+    # Real agents overwrite the reason with the newest finding: the incident follows the most
+    # severe fault seen, and a reason change is no recovery (domain.following, D58).
+    found = following.present(ctx, state, node, fault)
     ctx.finish(progress(ctx, state, node, fault, found))
 
 
@@ -158,6 +166,11 @@ def progress(
 ) -> RemediationState:
     """Take every transition due now; return the state the incident rests in."""
     for _ in range(MAX_MOVES):
+        worse = following.worse(ctx, state, node, fault)
+        if worse is not None:
+            # A more severe fault, between steps: the incident follows it from here (D58).
+            state = following.move_onto(ctx, state, fault, worse, observed(worse))
+            fault, found = worse.fault, worse
         moved, done = _move(ctx, state, node, fault, found)
         stage.check(state, moved)
         if gates.evidence_ended(moved) != gates.evidence_ended(state):

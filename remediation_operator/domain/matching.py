@@ -56,6 +56,10 @@ class Match:
     observed_at: datetime | None = None
     """The condition's `observed_at` (our clock): the evidence is no newer than this. None when
     the condition is missing or its observation is not tracked."""
+    vanished: bool = False
+    """The condition that opened an open incident is no longer on the node (its agent was
+    removed or restarted and has not reported since): weak evidence the fault stays
+    (`domain.following`), never a sign it is gone."""
 
     @property
     def condition_type(self) -> str:
@@ -68,6 +72,7 @@ class _Rule:
     fault: Fault
     match: ConditionMatch
     reason: patterns.Pattern | None
+    message: patterns.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,8 @@ def _index(faults: tuple[Fault, ...], only: str | None = None) -> _Index:
             if only is not None and fault.name != only:
                 continue
             pattern = patterns.compile(m.reason) if m.reason is not None else None
-            rule = _Rule(severity, fault, m, pattern)
+            text = patterns.compile(m.message) if m.message is not None else None
+            rule = _Rule(severity, fault, m, pattern, text)
             by_type.setdefault(m.type, []).append(rule)
             if m.stale_after is not None and m.when_missing is WhenMissing.Fault:
                 missing.append(rule)
@@ -110,9 +116,13 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
     A rule that names only a type (no status, reason or staleAfter) never fires.
     """
     m = rule.match
-    if m.status is not None or rule.reason is not None:
+    if m.status is not None or rule.reason is not None or rule.message is not None:
         status_ok = m.status is None or condition.status == m.status
-        if status_ok and (rule.reason is None or rule.reason.fullmatch(condition.reason)):
+        if (
+            status_ok
+            and (rule.reason is None or rule.reason.fullmatch(condition.reason))
+            and (rule.message is None or rule.message.search(condition.message))
+        ):
             return stale or condition.status == UNKNOWN
     if m.stale_after is not None and _older(condition, m.stale_after, now):
         return True
@@ -275,11 +285,49 @@ def match_fault(
     return Matcher(faults, only=fault.name).match(node, now)
 
 
+def still_unhealthy(
+    node: NodeView,
+    fault: Fault,
+    severity: int,
+    kind: str,
+    status: str,
+    now: datetime,
+    faults: tuple[Fault, ...],
+) -> Match | None:
+    """The condition `kind` still in the fault status `status` that one of `fault`'s rules
+    asserts, whatever its reason now (a sticky source lets the newest finding overwrite the
+    reason: docs/decisions.md D58); Unknown status: weak. None: the condition shows another
+    status (or `status` is no fault status of `fault`, as a staleAfter rule's is not).
+
+    A condition that is no longer on the node comes back as a weak, `vanished` match."""
+    rule = next(
+        (m for m in fault.match if m.type == kind and m.status == status and status != UNKNOWN),
+        None,
+    )
+    if rule is None:
+        return None
+    condition = next((c for c in node.conditions if c.type == kind), None)
+    if condition is None:
+        return Match(fault, severity, None, True, rule, vanished=True)
+    if condition.status not in (status, UNKNOWN):
+        return None
+    windows = _index(faults).windows.get(kind)
+    observed = condition.observed_at
+    stale = windows is not None and observed is not None and now - observed > windows[0]
+    weak = stale or condition.status == UNKNOWN
+    return Match(fault, severity, condition, weak, rule, stale, observed)
+
+
 def describe(found: Match, now: datetime) -> str:
     """The evidence in a few words, naming the condition the rule looked at (for messages):
     `GPUProblem=True (XID79)`, `GPUProblem=True (XID79), weak evidence: not seen to change for
     16m`, `condition GPUProblem never reported`."""
     condition = found.condition
+    if condition is None and found.vanished:
+        return (
+            f"condition {found.condition_type} no longer reported (its agent may have"
+            " restarted), weak evidence"
+        )
     if condition is None:
         return f"condition {found.condition_type} never reported (whenMissing: Fault)"
     text = f"{condition.type}={condition.status} ({condition.reason or 'no reason'})"

@@ -297,6 +297,13 @@ def fault_returned(fault: str, step: Action | None) -> str:
     return f"Fault {fault} returned during probation; the ladder resumes after step {step}."
 
 
+def fault_worsened(old: str, new: str, evidence: str) -> str:
+    return (
+        f"The node now shows the more severe fault {new} ({evidence}); the incident follows"
+        f" {new}'s ladder instead of {old}'s, after the furthest step it reached."
+    )
+
+
 def fault_cleared(fault: str) -> str:
     return f"Fault {fault} is absent; probation begins."
 

@@ -28,6 +28,8 @@ class Pattern(Protocol):
 
     def fullmatch(self, text: str) -> object | None: ...
 
+    def search(self, text: str) -> object | None: ...
+
 
 class PatternError(ValueError):
     """RE2 cannot compile the pattern; the message says why and what RE2 lacks."""

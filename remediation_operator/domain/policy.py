@@ -151,6 +151,9 @@ class ConditionMatch:
     reason: str | None = None
     stale_after: timedelta | None = None
     when_missing: WhenMissing = WhenMissing.Ignore
+    message: str | None = None
+    """A regular expression found anywhere in the condition's message (D62): a sticky source
+    keeps only the newest finding in the reason and appends every finding to the message."""
     """Only with `stale_after`: whether a node that never carried the condition shows the fault."""
 
 

@@ -134,3 +134,9 @@ class Reason(StrEnum):
     """The diagnostics Job finished; the step's record names where it wrote."""
     DiagnosticsFailed = "DiagnosticsFailed"
     """The diagnostics Job failed or timed out; recorded, and the destructive step goes on."""
+
+    # Added with real agents' sticky conditions (issue 21, D58)
+    FaultWorsened = "FaultWorsened"
+    """The node now shows a more severe fault of the policy than the incident followed: the
+    incident moves onto that fault's ladder after the furthest rung it reached (nothing that
+    succeeded runs again)."""

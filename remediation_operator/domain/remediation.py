@@ -113,7 +113,7 @@ class RemediationState:
     repeat_offender: bool = False
     """History sent this episode ahead: after the cordon it jumps to `history.then`."""
     evidence_at_step_end: ObservedCondition | None = None
-    """The matched condition as it was when the last disruptive step (attempt) ended, remote
+    """The matched condition as it was when the last repair step (attempt) ended, remote
     times included (None: missing then, or not recorded). Evidence counts as reported after
     that step only if its remote heartbeat, transition, status or reason differ from these:
     our own observation times restart with the operator, remote times do not, and remote

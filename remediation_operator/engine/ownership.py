@@ -8,9 +8,14 @@ other's incident). Every node has at most one owner, decided the same way by eve
    that incident ends, whatever weights say meanwhile, including a deleted policy still
    closing its incidents. (If an older version left several open, the rule below picks among
    them.)
-2. Otherwise the highest `spec.weight` among the policies (not deleted) selecting the node, as
-   Karpenter does for overlapping NodePools; ties go to the older policy (creationTimestamp),
-   then to the name in alphabetical order (deterministic).
+2. Otherwise, among the policies (not deleted) selecting the node, those that show one of
+   their faults on it now (given `now`; issue 21, D61): policies split by fault domain (one
+   for GPU XIDs, one for a network condition) compose, so the network policy may open its
+   incident on a node the GPU policy outranks but has no fault on. One active incident per
+   node, not one policy per node.
+3. Among those (all selecting policies when none shows a fault, or without `now`), the
+   highest `spec.weight`, as Karpenter does for overlapping NodePools; ties go to the older
+   policy (creationTimestamp), then to the name in alphabetical order (deterministic).
 
 Each policy's snapshot lists, in `Snapshot.foreign`, the nodes it selects but does not own,
 with their owner: it opens no incident there and shows the overlap in its status. This is a
@@ -23,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 
+from remediation_operator.domain import matching
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import Policy
 from remediation_operator.engine.node_index import NodeIndex
@@ -83,11 +89,13 @@ def foreign(
     policies: Iterable[Policy],
     nodes: Mapping[str, NodeView],
     open_by_node: Mapping[str, Collection[str]],
+    now: datetime | None = None,
 ) -> dict[str, str]:
     """For `policy`: the nodes it selects that another policy owns, by node: the owner's name.
 
     `policies`: every policy known (deleted ones still closing incidents included);
-    `open_by_node`: by node, the policies with an open Remediation there.
+    `open_by_node`: by node, the policies with an open Remediation there; `now`: judge which
+    policies show a fault on a contested node now (None: by rank alone).
     """
     out: dict[str, str] = {}
     for name, others in contested(policy, policies, nodes, open_by_node).items():
@@ -97,7 +105,17 @@ def foreign(
         if sticky:
             owner = min(sticky, key=rank)
         else:
-            owner = min((p for p in candidates if not p.deleted), key=rank, default=policy)
+            live = [p for p in candidates if not p.deleted]
+            view = nodes.get(name)
+            if now is not None and view is not None:
+                faulty = [p for p in live if _shows_fault(p, view, now)]
+                live = faulty or live
+            owner = min(live, key=rank, default=policy)
         if owner.name != policy.name:
             out[name] = owner.name
     return out
+
+
+def _shows_fault(policy: Policy, view: NodeView, now: datetime) -> bool:
+    """Whether one of the policy's faults is on the node now (weak evidence included)."""
+    return matching.Matcher(policy.faults).match(view, now) is not None

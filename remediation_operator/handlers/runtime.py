@@ -434,9 +434,12 @@ class Runtime:
     def _open_by_node(self) -> dict[str, frozenset[str]]:
         return {node: frozenset(held.values()) for node, held in self._open.items()}
 
-    def foreign(self, policy: Policy) -> dict[str, str]:
-        """The nodes `policy` selects that another policy owns, with their owner."""
-        return ownership.foreign(policy, self._policies(), self.nodes.views, self._open_by_node())
+    def foreign(self, policy: Policy, now: datetime | None = None) -> dict[str, str]:
+        """The nodes `policy` selects that another policy owns, with their owner (at `now`:
+        the policies showing a fault on a node come first, D61)."""
+        return ownership.foreign(
+            policy, self._policies(), self.nodes.views, self._open_by_node(), now
+        )
 
     def _pods_changed(self, node: str) -> None:
         if self.synced:
@@ -529,7 +532,7 @@ class Runtime:
                 return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
             async with self._overlap:
                 return await reconciler.reconcile(
-                    policy, nodes, self.ports, now, focus, foreign=lambda: self.foreign(policy)
+                    policy, nodes, self.ports, now, focus, foreign=lambda: self.foreign(policy, now)
                 )
 
         return reconcile

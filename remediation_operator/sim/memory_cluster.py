@@ -529,10 +529,12 @@ class MemoryCluster:
                 out.setdefault(record.state.node, set()).add(record.state.policy)
         return {node: frozenset(policies) for node, policies in out.items()}
 
-    def foreign(self, policy: Policy, policies: Iterable[Policy]) -> dict[str, str]:
+    def foreign(
+        self, policy: Policy, policies: Iterable[Policy], now: datetime | None = None
+    ) -> dict[str, str]:
         """The nodes `policy` selects that another of `policies` owns (engine.ownership), for
-        `reconcile(..., foreign=lambda: cluster.foreign(policy, policies))`."""
-        return ownership.foreign(policy, policies, self._views, self.open_by_node())
+        `reconcile(..., foreign=lambda: cluster.foreign(policy, policies, now))`."""
+        return ownership.foreign(policy, policies, self._views, self.open_by_node(), now)
 
     def replacement_requested(self, node: str) -> ReplaceProvider | None:
         replacement = self._replacements.get(node)

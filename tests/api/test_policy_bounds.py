@@ -107,22 +107,28 @@ def test_the_wire_name_is_on_pdb_blocked_in_capitals(minimal: dict[str, Any]) ->
 def test_a_match_with_only_a_type_is_refused_saying_what_to_add(minimal: dict[str, Any]) -> None:
     assert messages(_match(minimal)) == {
         "spec.faults[0].match[0]": "names only type 'GPUProblem', which never matches a node:"
-        ' add `status` (e.g. "True"), `reason` (a regular expression) or `staleAfter`'
+        ' add `status` (e.g. "True"), `reason` or `message` (regular expressions) or'
+        " `staleAfter`"
     }
 
 
 @pytest.mark.parametrize(
-    "fields", [{"status": "True"}, {"reason": "XID.*"}, {"staleAfter": "5m"}], ids=str
+    "fields",
+    [{"status": "True"}, {"reason": "XID.*"}, {"message": "XID"}, {"staleAfter": "5m"}],
+    ids=str,
 )
 def test_a_match_with_any_one_more_field_is_valid_and_matches(
     minimal: dict[str, Any], fields: dict[str, str]
 ) -> None:
     """What the docs promise: an absent status accepts any status, an absent reason any
-    reason; so each of these matches a node whose GPUProblem is True with reason XID79."""
+    reason; so each of these matches a node whose GPUProblem is True with reason XID79 (and a
+    message that names it)."""
     policy = policy_parsing.parse_policy(_match(minimal, **fields))
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     stale = now - timedelta(minutes=10)
-    condition = Condition("GPUProblem", "True", "XID79", "", stale, stale, observed_at=stale)
+    condition = Condition(
+        "GPUProblem", "True", "XID79", "XID 79: fell off the bus", stale, stale, observed_at=stale
+    )
     node = NodeView(name="n", labels={}, conditions=(condition,))
     assert matching.match(node, policy.faults, now) is not None
 

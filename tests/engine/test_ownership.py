@@ -177,3 +177,62 @@ async def test_a_heavier_policy_created_mid_incident_waits_for_it_to_end(
     assert seen["first"].snapshots[-1].foreign == {
         n: "heavy" for n in ("gpu-0", "gpu-1", "gpu-2", "gpu-3")
     }
+
+
+# Policies split by fault domain compose (issue 21 finding 7, D61) -------------------------------
+
+NETWORK = Fault(
+    name="node-networking",
+    match=(ConditionMatch("NetworkingReady", "False"),),
+    ladder=(Step(Action.Cordon),),
+)
+
+
+def _faulty(condition: str, status: str, reason: str = "") -> dict[str, NodeView]:
+    from remediation_operator.domain.fleet import Condition
+
+    view = NodeView(
+        "gpu-0", labels={"pool": "a"}, conditions=(Condition(condition, status, reason),)
+    )
+    return {"gpu-0": view, "gpu-1": NODES["gpu-1"]}
+
+
+def test_a_policy_with_a_fault_opens_on_a_node_a_heavier_policy_has_no_fault_on() -> None:
+    """Finding 7: a GPU policy (heavier) and a network policy select the same nodes; the
+    network fault is the network policy's to act on, not left waiting behind a policy that
+    has nothing to do there."""
+    gpu = named("gpu", weight=10)
+    network = replace(named("network", weight=0), faults=(NETWORK,))
+    nodes = _faulty("NetworkingReady", "False", "InterfaceNotUp")
+
+    assert "gpu-0" not in ownership.foreign(network, [gpu, network], nodes, {}, T0)
+    assert ownership.foreign(gpu, [gpu, network], nodes, {}, T0) == {"gpu-0": "network"}
+    # Where neither shows a fault, rank decides as before (weight, age, name).
+    assert ownership.foreign(network, [gpu, network], nodes, {}, T0)["gpu-1"] == "gpu"
+    # Without `now`, by rank alone (the rule before D61).
+    assert ownership.foreign(network, [gpu, network], nodes, {}) == {
+        "gpu-0": "gpu",
+        "gpu-1": "gpu",
+    }
+
+
+def test_a_fault_of_another_policy_waits_while_an_incident_runs() -> None:
+    """One active incident per node: the running incident keeps its node; the other policy's
+    fault there waits (its status shows the node as overlapped, owned by the running one)."""
+    gpu = named("gpu", weight=10)
+    network = replace(named("network", weight=0), faults=(NETWORK,))
+    nodes = _faulty("NetworkingReady", "False")
+    held = {"gpu-0": ["gpu"]}
+    assert ownership.foreign(network, [gpu, network], nodes, held, T0)["gpu-0"] == "gpu"
+
+
+def test_simultaneous_faults_go_by_weight_then_age_then_name() -> None:
+    from remediation_operator.domain.fleet import Condition
+
+    both = (Condition(XID, "False", "NvidiaXID79Error"), Condition("NetworkingReady", "False"))
+    nodes = {"gpu-0": NodeView("gpu-0", labels={"pool": "a"}, conditions=both)}
+    gpu = named("gpu", weight=0, minutes=5)
+    network = replace(named("network", weight=0, minutes=1), faults=(NETWORK,))
+    assert ownership.foreign(gpu, [gpu, network], nodes, {}, T0) == {"gpu-0": "network"}
+    heavy = replace(gpu, weight=1)
+    assert ownership.foreign(network, [heavy, network], nodes, {}, T0) == {"gpu-0": "gpu"}

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
+from remediation_operator.domain.gates import REPAIRS
 from remediation_operator.domain.policy import DISRUPTIVE, Action, Mode, OnExhausted, Policy
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
@@ -745,9 +746,10 @@ class SafetyModel(RuleBasedStateMachine):
         if self._excluded(state.node):
             self.violated("excluded", f"{where} started on an excluded node")
         # Evidence: the fault shown now, written by a live agent recently, after the last
-        # disruptive step of this incident began.
+        # repair step (GPUReset, Reboot) of this incident began. A Cordon or a Drain changes
+        # nothing on the hardware: the evidence that started them still stands (D60).
         index = next(i for i, r in enumerate(state.steps) if _key(r) == _key(step))
-        previous = [r.started_at for r in state.steps[:index] if r.action in DISRUPTIVE]
+        previous = [r.started_at for r in state.steps[:index] if r.action in REPAIRS]
         seen = node.positive_write
         if not node.written or seen is None:
             self.violated("evidence", f"{where} started while node {state.node} shows no fault")
@@ -763,7 +765,7 @@ class SafetyModel(RuleBasedStateMachine):
             if previous and seen < max(previous):
                 self.violated(
                     "evidence",
-                    f"{where} started on evidence from before the previous disruptive"
+                    f"{where} started on evidence from before the previous repair"
                     f" step (fault last written {seen:%H:%M:%S}, that step began"
                     f" {max(previous):%H:%M:%S})",
                 )

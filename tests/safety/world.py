@@ -330,7 +330,14 @@ class Operator:
         if _accepts("foreign") and hasattr(self.cluster, "foreign"):
             # Ownership across policies, decided as the runtime does (engine.ownership). The
             # model also runs against revisions without it (issue 12's reverted fixes).
-            kwargs["foreign"] = lambda: self.cluster.foreign(policy, everyone)
+            # Fault-aware ownership (D61) where the revision has it.
+            aware = "now" in inspect.signature(self.cluster.foreign).parameters
+            now = self.cluster.now if aware else None
+            kwargs["foreign"] = lambda: (
+                self.cluster.foreign(policy, everyone, now)
+                if aware
+                else self.cluster.foreign(policy, everyone)
+            )
         ports = self.cluster.ports(self.recorder)
         if self.kill_after is not None:
             ports = Ports(

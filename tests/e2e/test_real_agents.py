@@ -1,0 +1,103 @@
+"""Real agents on a real kube-apiserver (issue 21, D58, D60): the emulated agent lets the newest
+finding overwrite the reason of AcceleratedHardwareReady=False and keeps lastTransitionTime,
+as the EKS node monitoring agent does. A milder reason is no recovery (finding 3); a more
+severe one moves the same incident onto its ladder (finding 6); a Drain does not make the
+evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.conftest import E2E_CONFIG, Scenario
+from tests.integration.conftest import eventually, is_cordoned_by_us
+from tests.integration.test_real_agents import CONTACT_SUPPORT, DOUBLE_BIT, RESET, XID
+from tests.integration.test_recovery import stays
+
+
+def steps(e2e: Scenario, node: str) -> list[dict[str, object]]:
+    return list((e2e.remediation(node) or {}).get("status", {}).get("steps", []))
+
+
+async def test_a_milder_reason_over_the_fault_does_not_give_the_node_back(
+    scenario: Scenario,
+) -> None:
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(e2e.policy(faults=[CONTACT_SUPPORT, DOUBLE_BIT]))
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-48")
+    await eventually(lambda: is_cordoned_by_us(e2e.node(node)), within=30, what="cordon")
+    await eventually(lambda: e2e.phase(node) == "Waiting", within=30, what="after the cordon")
+    name = (e2e.remediation(node) or {})["metadata"]["name"]
+
+    e2e.fleet.inject(node, "xid-63")
+    await eventually(
+        lambda: any(
+            c["type"] == XID and c["reason"] == "NvidiaXID63Error"
+            for c in (e2e.node(node) or {})["status"]["conditions"]
+        ),
+        what="the agent's new reason",
+    )
+    await stays(
+        lambda: (
+            e2e.phase(node) == "Waiting"
+            and is_cordoned_by_us(e2e.node(node))
+            and [r["metadata"]["name"] for r in e2e.remediations(node)] == [name]
+        ),
+        5.0,
+        "the incident holds the node; no probation, no second incident",
+    )
+    assert "FaultCleared" not in e2e.event_reasons(node, "Node")
+
+
+async def test_a_more_severe_reason_moves_the_same_incident_onto_its_ladder(
+    scenario: Scenario,
+) -> None:
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(e2e.policy(faults=[CONTACT_SUPPORT, RESET]))
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-62")
+    await eventually(lambda: e2e.phase(node) == "Waiting", within=30, what="after the cordon")
+    name = (e2e.remediation(node) or {})["metadata"]["name"]
+
+    e2e.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: any(s["action"] == "Replace" for s in steps(e2e, node)),
+        within=60,
+        what="the replace ladder reaches Replace",
+    )
+    assert [r["metadata"]["name"] for r in e2e.remediations(node)] == [name]
+    assert [s["action"] for s in steps(e2e, node)] == ["Cordon", "Drain", "Replace"]
+    assert "FaultWorsened" in e2e.event_reasons(node, "Node")
+    assert "Recovered" not in e2e.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(config=E2E_CONFIG.with_(heartbeat_period=300.0))
+async def test_a_drain_then_replace_ladder_does_not_wait_for_the_next_heartbeat(
+    scenario: Scenario,
+) -> None:
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(e2e.policy(faults=[CONTACT_SUPPORT]))
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: any(
+            s["action"] == "Drain" and s.get("outcome") == "Succeeded" for s in steps(e2e, node)
+        ),
+        within=60,
+        what="the drain ends",
+    )
+    drained = time.monotonic()
+    await eventually(
+        lambda: any(s["action"] == "Replace" for s in steps(e2e, node)),
+        within=15,
+        what="Replace starts",
+    )
+    assert time.monotonic() - drained < 15

@@ -1,0 +1,232 @@
+"""Real agents, against the real operator process (issue 21, D58, D60): the emulated agent lets
+the newest finding overwrite the reason of AcceleratedHardwareReady=False and keeps its
+lastTransitionTime, as the EKS node monitoring agent's `Fatal` does. A milder reason is no
+recovery; a more severe one moves the same incident onto its ladder; and a Drain does not make
+the evidence old, so an agent that reports once and heartbeats every 5 minutes does not hold a
+Drain -> Replace ladder."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import (
+    CONFIG,
+    Cluster,
+    eventually,
+    is_cordoned_by_us,
+    policy,
+)
+from tests.integration.test_recovery import stays
+
+pytestmark = pytest.mark.integration
+
+XID = "AcceleratedHardwareReady"
+
+
+def fault(name: str, reasons: str, ladder: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "match": [{"type": XID, "status": "False", "reason": reasons}],
+        "tolerate": "0s",
+        "ladder": ladder,
+    }
+
+
+CONTACT_SUPPORT = fault(
+    "gpu-contact-support",
+    "NvidiaXID54Error",
+    [
+        {"action": "Cordon", "escalateAfter": "0s"},
+        {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+        {"action": "Replace", "timeout": "60s"},
+    ],
+)
+DOUBLE_BIT = fault(
+    "gpu-double-bit-ecc",
+    "NvidiaXID48Error|NvidiaDoubleBitError",
+    [
+        {"action": "Cordon", "escalateAfter": "1h"},
+        {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+        {"action": "GPUReset", "timeout": "20s", "escalateAfter": "5m"},
+        {"action": "Replace", "timeout": "60s"},
+    ],
+)
+RESET = fault(
+    "gpu-xid-reset",
+    "NvidiaXID62Error",
+    [
+        {"action": "Cordon", "escalateAfter": "1h"},
+        {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+        {"action": "GPUReset", "timeout": "20s", "escalateAfter": "5m"},
+        {"action": "Replace", "timeout": "60s"},
+    ],
+)
+
+
+async def test_a_milder_reason_over_the_fault_does_not_give_the_node_back(
+    cluster: Cluster,
+) -> None:
+    """Finding 3: XID 48 (reset, then replace), then XID 63 (no action in the policy) on the
+    same condition: before the fix, probation began and the node was uncordoned."""
+    node = cluster.node_names()[0]
+    cluster.apply(policy(faults=[CONTACT_SUPPORT, DOUBLE_BIT]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-48")
+    await eventually(lambda: is_cordoned_by_us(cluster.node(node)), what="cordon")
+    await eventually(lambda: cluster.phase(node) == "Waiting", what="waiting after the cordon")
+    name = cluster.remediation(node)["metadata"]["name"]  # type: ignore[index]
+
+    cluster.fleet.inject(node, "xid-63")  # the newest finding overwrites the reason
+    await eventually(
+        lambda: any(
+            c["type"] == XID and c["reason"] == "NvidiaXID63Error"
+            for c in (cluster.node(node) or {})["status"]["conditions"]
+        ),
+        what="the agent's new reason",
+    )
+    # recovery.healthyFor is 1s: a probation would have given the node back within this.
+    await stays(
+        lambda: (
+            cluster.phase(node) == "Waiting"
+            and is_cordoned_by_us(cluster.node(node))
+            and [r["metadata"]["name"] for r in cluster.remediations(node)] == [name]
+        ),
+        4.0,
+        "the incident holds the node; no probation, no second incident",
+    )
+    assert "FaultCleared" not in cluster.event_reasons(node, "Node")
+
+
+async def test_a_more_severe_reason_moves_the_same_incident_onto_its_ladder(
+    cluster: Cluster,
+) -> None:
+    """Finding 6: XID 62 then XID 54 on the same condition: before the fix the incident closed
+    as Recovered, uncordoned the node and re-cordoned it in a new incident."""
+    node = cluster.node_names()[0]
+    cluster.apply(policy(faults=[CONTACT_SUPPORT, RESET]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+    await eventually(lambda: cluster.phase(node) == "Waiting", what="waiting after the cordon")
+    name = cluster.remediation(node)["metadata"]["name"]  # type: ignore[index]
+
+    cluster.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("fault")
+            == "gpu-contact-support"
+        ),
+        what="the incident follows the more severe fault",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the replace ladder reaches Replace",
+    )
+    remediations = cluster.remediations(node)
+    assert [r["metadata"]["name"] for r in remediations] == [name]
+    steps = [s["action"] for s in remediations[0]["status"]["steps"]]
+    assert steps == ["Cordon", "Drain", "Replace"]
+    assert {"FaultWorsened"} <= cluster.event_reasons(node, "Node")
+    assert "Recovered" not in cluster.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(config=CONFIG.with_(heartbeat_period=300.0))
+async def test_a_drain_then_replace_ladder_does_not_wait_for_the_next_heartbeat(
+    cluster: Cluster,
+) -> None:
+    """Acceptance (finding 1): the agent reports the fault once and heartbeats every 5 min;
+    Replace starts within seconds of the drain's end, not at the next report."""
+    node = cluster.node_names()[0]
+    cluster.apply(policy(faults=[CONTACT_SUPPORT]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: any(
+            s["action"] == "Drain" and s.get("outcome") == "Succeeded"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the drain ends",
+    )
+    drained = time.monotonic()
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=10,
+        what="Replace starts",
+    )
+    assert time.monotonic() - drained < 10
+    status = (cluster.remediation(node) or {}).get("status", {})
+    assert status.get("reason") != "EvidenceInsufficient"
+
+
+def network_fault(cluster: Cluster, node: str) -> None:
+    """The EKS agent's NetworkingReady=False (a fatal network finding), written as it does."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": "NetworkingReady",
+        "status": "False",
+        "reason": "InterfaceNotUp",
+        "message": "interface eth1 is not up",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    cluster.api.store.patch(
+        "nodes",
+        node,
+        {"status": {"conditions": [condition]}},
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
+    """Finding 7: a heavier GPU policy and a network policy select the same nodes. Before
+    D61 the network policy was inert on every shared node (only an `Overlapping` condition
+    said why) and the node with the network fault stayed schedulable."""
+    node = cluster.node_names()[0]
+    gpu = policy("gpu", weight=10, faults=[RESET])
+    network = policy(
+        "network",
+        faults=[
+            {
+                "name": "node-networking",
+                "match": [{"type": "NetworkingReady", "status": "False"}],
+                "tolerate": "0s",
+                "ladder": [{"action": "Cordon"}],
+                "onExhausted": "Hold",
+            }
+        ],
+    )
+    cluster.apply(gpu)
+    cluster.apply(network)
+    await cluster.start_operator()
+
+    network_fault(cluster, node)
+    await eventually(lambda: is_cordoned_by_us(cluster.node(node)), what="cordon")
+    remediations = [r for r in cluster.remediations(node) if "phase" in r.get("status", {})]
+    assert [r["spec"]["policyName"] for r in remediations] == ["network"]
+
+    # While the network incident runs, the GPU policy's fault on that node waits.
+    cluster.fleet.inject(node, "xid-62")
+    await stays(
+        lambda: {r["spec"]["policyName"] for r in cluster.remediations(node)} == {"network"},
+        2.0,
+        "a second incident opened on a node with one running",
+    )
+    await eventually(
+        lambda: (cluster.condition("gpu", "Overlapping") or {}).get("status") == "True",
+        what="the GPU policy says its fault waits behind the network incident",
+    )
+    assert "network" in (cluster.condition("gpu", "Overlapping") or {}).get("message", "")
