@@ -169,6 +169,7 @@ def _match(model: ConditionMatch) -> domain.ConditionMatch:
         reason=model.reason,
         stale_after=_opt_duration(model.stale_after),
         when_missing=model.when_missing or WhenMissing.Ignore,
+        positive_after=_opt_duration(model.positive_after),
     )
 
 
