@@ -201,6 +201,14 @@ class ConditionMatch(SpecModel):
             " missing condition): add `staleAfter` or remove `whenMissing`",
             "fieldPath": ".whenMissing",
         },
+        {
+            "rule": "!has(self.positiveAfter) || (self.type == 'Ready'"
+            " && has(self.status) && self.status == 'Unknown')",
+            "message": "applies only to `type: Ready` with `status: Unknown` (the control"
+            " plane's verdict that the kubelet stopped posting); an agent's Unknown says only"
+            " that the agent does not know",
+            "fieldPath": ".positiveAfter",
+        },
     )
 
     type: str = Field(min_length=1, max_length=CONDITION_TYPE_LENGTH)
@@ -228,6 +236,14 @@ class ConditionMatch(SpecModel):
     nodes whose agent does not publish this condition are left alone. Fault: the node is
     expected to carry the condition, and its absence is weak evidence (cordon, never
     disrupt)."""
+    positive_after: Duration | None = None
+    """Only with `type: Ready` and `status: Unknown`: how long the control plane's verdict that
+    the kubelet stopped posting must hold (on the operator's clock, from when it saw the status
+    turn Unknown) before it counts as positive evidence that the host is gone, enough for any
+    step (a Replace of an unreachable host). Before that, and without this field, Unknown is
+    weak evidence: cordon, never disrupt. EKS node repair and Karpenter replace a node NotReady
+    for 30 minutes; a partition that takes many nodes at once is held by the circuit
+    breaker."""
 
 
 class LadderStep(SpecModel):

@@ -170,6 +170,7 @@ def _match(model: ConditionMatch) -> domain.ConditionMatch:
         message=model.message,
         stale_after=_opt_duration(model.stale_after),
         when_missing=model.when_missing or WhenMissing.Ignore,
+        positive_after=_opt_duration(model.positive_after),
     )
 
 

@@ -10,7 +10,8 @@ the schema, and each names the field to change:
 - `onTimeout: Force` and `onPDBBlocked` only on Drain, Force only with a `timeout` to run out;
 - a condition match names `status`, `reason` or `staleAfter` besides `type` (a bare type
   never matches), and `whenMissing` only with `staleAfter` (it says what a never-reported
-  condition means for staleness);
+  condition means for staleness), and `positiveAfter` only on `Ready` with `status: Unknown`
+  (only the control plane's verdict that the host is gone may become positive evidence);
 - fault names are unique (they name Remediations and metric labels);
 - a budget's `schedule` and `duration` come together, and the window is longer than zero;
 - budgets limit disruptive actions only (Cordon takes no work away; the breaker limits it);
@@ -112,6 +113,15 @@ def _match(match: ConditionMatch, path: str) -> list[FieldError]:
                 f"{path}.whenMissing",
                 "applies only with `staleAfter` (a rule without it never fires on a missing"
                 " condition): add `staleAfter` or remove `whenMissing`",
+            )
+        )
+    if match.positive_after is not None and (match.type != "Ready" or match.status != "Unknown"):
+        errors.append(
+            FieldError(
+                f"{path}.positiveAfter",
+                "applies only to `type: Ready` with `status: Unknown` (the control plane's"
+                " verdict that the kubelet stopped posting); an agent's Unknown says only that"
+                " the agent does not know",
             )
         )
     return errors

@@ -45,6 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--days", type=float, default=30.0, help="simulated days (default 30)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N seeds (--seed, --seed+1, ...) and print the mean, the range and each seed's"
+        " headline figures (default 1); --timeline and --plot show the first seed",
+    )
+    parser.add_argument(
+        "--as-enforce",
+        action="store_true",
+        help="simulate DryRun policies as if in Enforce (DryRun records decisions and acts on"
+        " nothing, so its figures are those of no remediation)",
+    )
     parser.add_argument("--timeline", type=Path, metavar="OUT.csv", help="write every event")
     parser.add_argument(
         "--plot", type=Path, metavar="OUT.png", help="draw availability and in-flight over time"
@@ -68,12 +82,15 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             plot.require()
         policies = study.policies_from([args.policy, *args.compare])
+        if args.as_enforce:
+            policies = study.as_enforce(policies)
         the_study = study.Study(
             policies=policies,
             mix=faultmix.load(args.fault_mix),
             fleet=fleetspec.load(args.fleet),
             days=args.days,
             seed=args.seed,
+            seeds=args.seeds,
         )
     except (SpecError, plot.PlotUnavailableError) as exc:
         print(f"simulate: {exc}", file=sys.stderr)
@@ -82,25 +99,31 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.timeline is not None:
             with args.timeline.open("w", encoding="utf-8", newline="") as stream:
-                results = study.run(
+                runs = study.run_seeds(
                     the_study, timeline=Timeline(stream, study.START), observer=checker
                 )
         else:
-            results = study.run(the_study, observer=checker)
+            runs = study.run_seeds(the_study, observer=checker)
     except invariants.InvariantViolation as exc:
         print(f"simulate: invariant violated: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"simulate: cannot write {args.timeline}: {exc.strerror}", file=sys.stderr)
         return 2
-    reports = [r.report for r in results]
-    sys.stdout.write(report.format_table(reports))
+    per_seed = [[r.report for r in results] for results in runs]
+    if len(per_seed) == 1:
+        sys.stdout.write(report.format_table(per_seed[0]))
+        document: object = [r.to_json() for r in per_seed[0]]
+    else:
+        sys.stdout.write(report.format_seeds(per_seed))
+        document = {
+            "seeds": [reports[0].seed for reports in per_seed],
+            "reports": [[r.to_json() for r in reports] for reports in per_seed],
+        }
     if checker is not None:
         print(f"\ninvariants held at {checker.checks} decisions")
     if args.json is not None:
-        args.json.write_text(
-            json.dumps([r.to_json() for r in reports], indent=2) + "\n", encoding="utf-8"
-        )
+        args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     if args.plot is not None:
-        plot.draw(results, args.plot)
+        plot.draw(runs[0], args.plot)
     return 0

@@ -105,6 +105,13 @@ def evidence(ctx: Context, req: Request) -> Hold | None:
         return None
     found = req.found
     if found is None or found.weak:
+        strong_at = matching.strong_at(found)
+        if found is not None and strong_at is not None and found.condition is not None:
+            return Hold(
+                Reason.EvidenceInsufficient,
+                messages.unknown_until_held(found.condition, found.rule, strong_at, ctx.now),
+                until=strong_at,
+            )
         return Hold(Reason.EvidenceInsufficient, messages.weak_evidence())
     ended = evidence_ended(req.state)
     if ended is None:

@@ -2,7 +2,9 @@
 
 Node agents publish faults as conditions; the policy lists faults in severity order. A node
 that matches several takes the first listed. Weak evidence (fail closed: enough to cordon,
-never enough to disrupt) is: a status Unknown; a condition gone stale; a status/reason match
+never enough to disrupt) is: a status Unknown (but for the control plane's `Ready=Unknown`
+held for a rule's `positiveAfter`: positive evidence that the host is gone); a condition gone
+stale; a status/reason match
 on a condition gone stale; a condition the policy expects (`whenMissing: Fault`) that the
 node never reported.
 
@@ -112,8 +114,10 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
     """None: no fault. False: strong evidence. True: weak evidence.
 
     A status/reason match is weak when the status is Unknown or the condition is stale (its
-    type's freshness window passed). A rule with `staleAfter` fires on its own window passing.
-    A rule that names only a type (no status, reason or staleAfter) never fires.
+    type's freshness window passed), except a `positiveAfter` rule's Unknown held that long:
+    the control plane's own verdict that the host is gone. A rule with `staleAfter` fires on
+    its own window passing. A rule that names only a type (no status, reason or staleAfter)
+    never fires.
     """
     m = rule.match
     if m.status is not None or rule.reason is not None or rule.message is not None:
@@ -123,10 +127,19 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
             and (rule.reason is None or rule.reason.fullmatch(condition.reason))
             and (rule.message is None or rule.message.search(condition.message))
         ):
+            if condition.status == UNKNOWN and m.positive_after is not None:
+                return not _held(condition, m.positive_after, now)
             return stale or condition.status == UNKNOWN
     if m.stale_after is not None and _older(condition, m.stale_after, now):
         return True
     return None
+
+
+def _held(condition: Condition, window: timedelta, now: datetime) -> bool:
+    """Seen unchanged for at least `window` (on our clock). A condition whose observation is
+    not tracked was never seen to hold: the verdict stays weak."""
+    seen = condition.observed_at
+    return seen is not None and now - seen >= window
 
 
 def _older(condition: Condition, window: timedelta, now: datetime) -> bool:
@@ -225,6 +238,14 @@ class Matcher:
                     goes_stale = observed + each
                     if now <= goes_stale and (until is None or goes_stale < until):
                         until = goes_stale
+            if observed is not None and condition.status == UNKNOWN:
+                for rule in rules:
+                    held = rule.match.positive_after
+                    # A positiveAfter verdict turns from weak to strong with time alone.
+                    if held is not None and now < observed + held:
+                        turns = observed + held - _TICK
+                        if until is None or turns < until:
+                            until = turns
             for rule in rules:
                 if best is not None and (
                     rule.severity > best.severity
@@ -318,6 +339,20 @@ def still_unhealthy(
     return Match(fault, severity, condition, weak, rule, stale, observed)
 
 
+def strong_at(found: Match | None) -> datetime | None:
+    """When this weak match turns strong with time alone: a `positiveAfter` rule's Unknown
+    status once it has held that long (None: it will not, or it is strong already)."""
+    if found is None or not found.weak:
+        return None
+    held = found.rule.positive_after
+    condition = found.condition
+    if held is None or condition is None or condition.status != UNKNOWN:
+        return None
+    if condition.observed_at is None:
+        return None
+    return condition.observed_at + held
+
+
 def describe(found: Match, now: datetime) -> str:
     """The evidence in a few words, naming the condition the rule looked at (for messages):
     `GPUProblem=True (XID79)`, `GPUProblem=True (XID79), weak evidence: not seen to change for
@@ -336,6 +371,9 @@ def describe(found: Match, now: datetime) -> str:
             timedelta(seconds=int((now - condition.observed_at).total_seconds()))
         )
         return f"{text}, weak evidence: not seen to change for {age}"
+    held = found.rule.positive_after
+    if found.weak and held is not None and condition.status == UNKNOWN:
+        return f"{text}, weak evidence until it has held for {durations.format(held)}"
     if found.weak:
         return f"{text}, weak evidence"
     return text

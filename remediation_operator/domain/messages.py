@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from remediation_operator.domain import breaker, durations
-from remediation_operator.domain.policy import Action, CircuitBreaker, Rate, ReplaceProvider
+from remediation_operator.domain.fleet import Condition
+from remediation_operator.domain.policy import (
+    Action,
+    CircuitBreaker,
+    ConditionMatch,
+    Rate,
+    ReplaceProvider,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import APPROVE_ANNOTATION
 
@@ -65,6 +72,19 @@ def weak_evidence() -> str:
     return (
         "the only evidence is a stale heartbeat, a missing condition or an Unknown status,"
         " which may cordon but never disrupt"
+    )
+
+
+def unknown_until_held(
+    condition: Condition, rule: ConditionMatch, strong_at: datetime, now: datetime
+) -> str:
+    seen = condition.observed_at
+    since = "" if seen is None else f" since {clock(seen, now)}"
+    held = "" if rule.positive_after is None else durations.format(rule.positive_after)
+    return (
+        f"{condition.type} has been {condition.status}{since} ({condition.reason or 'no reason'}:"
+        f" the kubelet stopped posting), which becomes positive evidence that the host is gone"
+        f" once it has held for {held}, at {clock(strong_at, now)}"
     )
 
 

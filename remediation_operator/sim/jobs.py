@@ -40,6 +40,11 @@ class JobStats:
     """Work redone after interruptions (since the last checkpoint), in GPU-hours."""
     waiting_job_hours: float
     """Time jobs spent waiting for K schedulable nodes (restart overhead included)."""
+    effective_training: float = 1.0
+    """Share of the job slots' elapsed time spent on training that was kept: elapsed time less
+    waiting for nodes (restart overhead included) and work redone after an interruption. This is
+    Llama 3's "effective training time" (arXiv 2407.21783, section 3.3.4: >90% over 54 days);
+    checkpoint writes are not modelled, so it is an upper bound for a given checkpoint period."""
 
     @property
     def success_rate(self) -> float:
@@ -76,6 +81,8 @@ class Jobs:
         self._completed = 0
         self._interrupted = 0
         self._lost = 0.0
+        self._lost_job_seconds = 0.0
+        """Work redone after interruptions, in job-seconds (not multiplied by nodes or GPUs)."""
         self._waiting_seconds = 0.0
 
     # Node usability, told by the simulator --------------------------------------------------
@@ -118,6 +125,7 @@ class Jobs:
         saved = math.floor(ran / self._checkpoint) * self._checkpoint
         job.checkpointed = min(self._length, job.checkpointed + saved)
         self._lost += (ran - saved) * len(job.nodes) * self._gpus
+        self._lost_job_seconds += ran - saved
         self._interrupted += 1
         self._release(job)
         job.waiting_since = now
@@ -147,12 +155,15 @@ class Jobs:
 
     def stats(self, now: float) -> JobStats:
         waiting = sum(now - self.jobs[j].waiting_since for j in self._waiting)
+        elapsed = len(self.jobs) * now
+        wasted = self._waiting_seconds + waiting + self._lost_job_seconds
         return JobStats(
             attempts=self._attempts,
             completed=self._completed,
             interrupted=self._interrupted,
             lost_gpu_hours=self._lost / 3600.0,
             waiting_job_hours=(self._waiting_seconds + waiting) / 3600.0,
+            effective_training=max(0.0, 1.0 - wasted / elapsed) if elapsed > 0 else 1.0,
         )
 
     # -----------------------------------------------------------------------------------------

@@ -498,9 +498,14 @@ class MemoryCluster:
 
     def beat(self, node: str) -> None:
         """The node's agents re-publish each of its conditions, unchanged but for a fresh
-        heartbeat: the operator sees them change now (fresh evidence)."""
+        heartbeat: the operator sees them change now (fresh evidence). Not `Ready=Unknown`:
+        that is the node lifecycle controller's verdict that the kubelet stopped posting, and
+        the controller keeps the kubelet's last heartbeat on it (kubernetes/kubernetes,
+        pkg/controller/nodelifecycle/node_lifecycle_controller.go, tryUpdateNodeHealth)."""
         obj = self._get(node)
         for condition in list(obj["status"]["conditions"]):
+            if condition["type"] == "Ready" and condition["status"] == "Unknown":
+                continue
             self._set_condition(
                 obj,
                 condition["type"],
@@ -847,6 +852,10 @@ class MemoryCluster:
         name = obj["metadata"]["name"]
         observed = self._observed.setdefault(name, {})
         live = self._live.setdefault(name, {})
+        if type_ == "Ready" and status == "Unknown":
+            # The node lifecycle controller's verdict: nobody beats it (see `beat`).
+            live.pop(type_, None)
+            beating_until = None
         if beating_until is not None:
             live[type_] = beating_until
         until = live.get(type_)

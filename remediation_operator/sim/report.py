@@ -87,6 +87,12 @@ class Report:
     """Group-hours during which a breaker was open."""
     oracle: bool = False
     """This is the oracle's report (`sim/oracle.py`), the baseline the others are measured by."""
+    effective_training: float = 1.0
+    """Llama 3's effective training time over the job slots (`sim/jobs.JobStats`)."""
+    faults_by_cause: Mapping[str, int] = field(default_factory=dict)
+    """Fault occurrences per cause, in the fault mix's order (zeros included)."""
+    mode: str = "Enforce"
+    """The policy's mode as simulated: in DryRun its actions are decisions it only recorded."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,101 +125,150 @@ def _num(value: float) -> str:
     return f"{value:,.1f}"
 
 
-def _opt_minutes(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f} min"
+def _count(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:,.1f}"
 
 
-_Row = tuple[str, Callable[[Report], str]]
+def _minutes(value: float) -> str:
+    return f"{value:,.1f} min"
 
 
-def _count_of(field_name: str, key: str) -> Callable[[Report], str]:
-    def cell(report: Report) -> str:
-        counts: Mapping[str, int] = getattr(report, field_name)
-        return str(counts.get(key, 0))
-
-    return cell
+def _share(value: float) -> str:
+    return f"{value * 100:.1f}%"
 
 
-def _blocked(reason: str) -> Callable[[Report], str]:
-    return lambda report: _num(report.blocked_hours.get(reason, 0.0))
+Value = Callable[[Report, "Report | None"], "float | None"]
+"""A figure of one report, given the oracle's report of the same run (None: no oracle)."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    label: str
+    value: Value
+    show: Callable[[float], str]
+    """How one value prints; a multi-seed cell prints the mean and the spread with it."""
+
+
+def _plain(
+    label: str, read: Callable[[Report], float | None], show: Callable[[float], str]
+) -> _Row:
+    return _Row(label, lambda r, _oracle: read(r), show)
+
+
+def _from(field_name: str, key: str) -> Callable[[Report], float]:
+    def read(report: Report) -> float:
+        values: Mapping[str, float] = getattr(report, field_name)
+        return float(values.get(key, 0))
+
+    return read
+
+
+def _gap(r: Report, oracle: Report | None) -> float | None:
+    if oracle is None or r.oracle:
+        return None
+    return r.lost_node_hours - oracle.lost_node_hours
+
+
+def _avoidable(r: Report, oracle: Report | None) -> float | None:
+    if oracle is None or r.oracle or r.lost_node_hours <= 0:
+        return None
+    return (r.lost_node_hours - oracle.lost_node_hours) / r.lost_node_hours
 
 
 def _rows(reports: Sequence[Report]) -> list[_Row]:
-    rows: list[_Row] = [
-        ("node availability (schedulable, healthy)", lambda r: _pct(r.availability)),
-        ("schedulable while faulty", lambda r: _pct(r.schedulable_faulty)),
-        ("GPU-hours unavailable", lambda r: _num(r.gpu_hours_unavailable)),
-        ("faults (all causes)", lambda r: str(r.faults)),
-        ("false-positive storms", lambda r: str(r.storms)),
-        ("job attempts", lambda r: str(r.job_attempts)),
-        ("job interruptions", lambda r: str(r.job_interruptions)),
-        ("  caused by remediation", lambda r: str(r.interruptions_by_remediation)),
-        ("job success rate", lambda r: _pct(r.job_success_rate)),
-        ("job GPU-hours lost (redone work)", lambda r: _num(r.job_gpu_hours_lost)),
-        ("job hours waiting for nodes", lambda r: _num(r.job_wait_hours)),
-        ("remediations opened", lambda r: str(r.remediations)),
+    """The rows to print for these reports (all seeds' reports, when there are several)."""
+    rows = [
+        _plain("node availability (schedulable, healthy)", lambda r: r.availability, _pct),
+        _plain("schedulable while faulty", lambda r: r.schedulable_faulty, _pct),
+        _plain("GPU-hours unavailable", lambda r: r.gpu_hours_unavailable, _num),
+        _plain("faults (all causes)", lambda r: r.faults, _count),
+    ]
+    causes = [
+        c
+        for c in _ordered(reports, "faults_by_cause")
+        if any(r.faults_by_cause.get(c, 0) for r in reports)
+    ]
+    rows += [_plain(f"  {c}", _from("faults_by_cause", c), _count) for c in causes]
+    rows += [
+        _plain("false-positive storms", lambda r: r.storms, _count),
+        _plain("job attempts", lambda r: r.job_attempts, _count),
+        _plain("job interruptions", lambda r: r.job_interruptions, _count),
+        _plain("  caused by remediation", lambda r: r.interruptions_by_remediation, _count),
+        _plain("job success rate", lambda r: r.job_success_rate, _pct),
+        _plain("effective training time", lambda r: r.effective_training, _pct),
+        _plain("job GPU-hours lost (redone work)", lambda r: r.job_gpu_hours_lost, _num),
+        _plain("job hours waiting for nodes", lambda r: r.job_wait_hours, _num),
+        _plain("remediations opened", lambda r: r.remediations, _count),
     ]
     phases = sorted({p for r in reports for p in r.outcomes})
-    rows += [(f"  {p}", _count_of("outcomes", p)) for p in phases]
-    rows += [(f"actions: {a.value}", _count_of("actions", a.value)) for a in LADDER_ORDER]
+    rows += [_plain(f"  {p}", _from("outcomes", p), _count) for p in phases]
+    rows += [_plain(f"actions: {a.value}", _from("actions", a.value), _count) for a in LADDER_ORDER]
     rows += [
-        ("replacements", lambda r: str(r.replacements)),
-        ("manual repairs (nothing fixed it)", lambda r: str(r.manual_repairs)),
-        ("time to recover p50", lambda r: _opt_minutes(r.recover_p50_minutes)),
-        ("time to recover p95", lambda r: _opt_minutes(r.recover_p95_minutes)),
-        ("peak nodes in disruptive steps", lambda r: str(r.peak_in_flight)),
+        _plain("replacements", lambda r: r.replacements, _count),
+        _plain("manual repairs (nothing fixed it)", lambda r: r.manual_repairs, _count),
+        _plain("time to recover p50", lambda r: r.recover_p50_minutes, _minutes),
+        _plain("time to recover p95", lambda r: r.recover_p95_minutes, _minutes),
+        _plain("peak nodes in disruptive steps", lambda r: r.peak_in_flight, _count),
     ]
     reasons = [
         x.value for x in BLOCKING_REASONS if any(x.value in r.blocked_hours for r in reports)
     ]
-    rows += [(f"hours blocked: {x}", _blocked(x)) for x in reasons]
+    rows += [_plain(f"hours blocked: {x}", _from("blocked_hours", x), _num) for x in reasons]
     if not reasons:
-        rows.append(("hours blocked (budgets, breaker)", lambda r: "0.0"))
+        rows.append(_plain("hours blocked (budgets, breaker)", lambda r: 0.0, _num))
     rows += [
-        ("breaker openings", lambda r: str(r.breaker_openings)),
-        ("breaker open (group-hours)", lambda r: _num(r.breaker_open_hours)),
+        _plain("breaker openings", lambda r: r.breaker_openings, _count),
+        _plain("breaker open (group-hours)", lambda r: r.breaker_open_hours, _num),
     ]
     rows += _loss_rows(reports)
     return rows
 
 
+def _ordered(reports: Sequence[Report], field_name: str) -> list[str]:
+    """The keys of a per-name mapping across reports, in the order the first report has them
+    (the fault mix's order for causes), so rows do not move between runs or seeds."""
+    keys: dict[str, None] = {}
+    for r in reports:
+        keys.update(dict.fromkeys(getattr(r, field_name)))
+    return list(keys)
+
+
 def _loss_rows(reports: Sequence[Report]) -> list[_Row]:
     """Node-hours lost, the gap to the oracle, and where the loss went."""
-    rows: list[_Row] = [("node-hours lost", lambda r: _num(r.lost_node_hours))]
-    oracle = next((r for r in reports if r.oracle), None)
-    if oracle is not None:
-        best = oracle.lost_node_hours
-
-        def gap(r: Report) -> str:
-            return "-" if r.oracle else _num(r.lost_node_hours - best)
-
-        def share(r: Report) -> str:
-            if r.oracle or r.lost_node_hours <= 0:
-                return "-"
-            return f"{(r.lost_node_hours - best) / r.lost_node_hours * 100:.1f}%"
-
+    rows = [_plain("node-hours lost", lambda r: r.lost_node_hours, _num)]
+    if any(r.oracle for r in reports):
         rows += [
-            ("  more than the oracle", gap),
-            ("  share a better policy could avoid", share),
+            _Row("  more than the oracle", _gap, _num),
+            _Row("  share a better policy could avoid", _avoidable, _share),
         ]
     shown = list(losses.REPORTED)
     extra = {s for r in reports for s, v in r.lost_by_stage.items() if v > 0}
     shown += [s for s in losses.Stage if s in extra and s not in shown]
-    rows += [(f"lost in: {stage.value}", _lost("lost_by_stage", stage.value)) for stage in shown]
-    classes = sorted(
-        {c for r in reports for c, v in r.lost_by_class.items() if v > 0},
-        key=lambda c: (-max(r.lost_by_class.get(c, 0.0) for r in reports), c),
-    )
-    rows += [(f"lost to: {c}", _lost("lost_by_class", c)) for c in classes]
+    rows += [
+        _plain(f"lost in: {stage.value}", _from("lost_by_stage", stage.value), _num)
+        for stage in shown
+    ]
+    # Fault classes in the fault mix's order (then storms and the rest by name): a fixed order,
+    # so two runs or two seeds print the same rows in the same places.
+    lost = {c for r in reports for c, v in r.lost_by_class.items() if v > 0}
+    causes = _ordered(reports, "faults_by_cause")
+    classes = [c for c in causes if c in lost] + sorted(lost - set(causes))
+    rows += [_plain(f"lost to: {c}", _from("lost_by_class", c), _num) for c in classes]
     return rows
 
 
-def _lost(field_name: str, key: str) -> Callable[[Report], str]:
-    def cell(report: Report) -> str:
-        values: Mapping[str, float] = getattr(report, field_name)
-        return _num(values.get(key, 0.0))
+def _oracle_of(reports: Sequence[Report]) -> Report | None:
+    return next((r for r in reports if r.oracle), None)
 
-    return cell
+
+def _dry_run_notes(reports: Sequence[Report]) -> list[str]:
+    return [
+        f"note: {r.policy} is mode: DryRun: it only records what it would do, so its actions"
+        " below change nothing and its availability is that of no remediation"
+        " (set mode: Enforce, or pass --as-enforce, to see what it would do in force)"
+        for r in reports
+        if r.mode == "DryRun"
+    ]
 
 
 def format_table(reports: Sequence[Report]) -> str:
@@ -224,14 +279,79 @@ def format_table(reports: Sequence[Report]) -> str:
     header = (
         f"{first.nodes} nodes x {first.gpus_per_node} GPUs, {first.days:g} days, seed {first.seed}"
     )
+    oracle = _oracle_of(reports)
     rows = _rows(reports)
-    label_width = max(len(label) for label, _ in rows)
-    cells = [[fmt(r) for r in reports] for _, fmt in rows]
-    widths = [max(len(r.policy), *(len(row[i]) for row in cells)) for i, r in enumerate(reports)]
-    names = [r.policy for r in reports]
-    lines = [header, "", _line("", names, label_width, widths)]
+    cells = [[_cell(row, [(r, oracle)]) for r in reports] for row in rows]
+    return _render([header, *_dry_run_notes(reports)], [r.policy for r in reports], rows, cells)
+
+
+def format_seeds(runs: Sequence[Sequence[Report]]) -> str:
+    """Several seeds of the same study: each cell is the mean over seeds and, where the seeds
+    differ, their range (lowest-highest); then the headline figures seed by seed.
+
+    `runs[i]` is the i-th seed's reports, one per policy, in the same order for every seed.
+    """
+    if not runs or not runs[0]:
+        return ""
+    first = runs[0][0]
+    seeds = [run[0].seed for run in runs]
+    header = (
+        f"{first.nodes} nodes x {first.gpus_per_node} GPUs, {first.days:g} days,"
+        f" {len(seeds)} seeds ({', '.join(map(str, seeds))}): mean (lowest-highest)"
+    )
+    everything = [r for run in runs for r in run]
+    rows = _rows(everything)
+    names = [r.policy for r in runs[0]]
+    per_column = [[(run[i], _oracle_of(run)) for run in runs] for i in range(len(names))]
+    cells = [[_cell(row, column) for column in per_column] for row in rows]
+    summary = _render([header, *_dry_run_notes(runs[0])], names, rows, cells)
+    headline = [row for row in rows if row.label in _HEADLINE]
+    seed_rows = [
+        _Row(f"seed {run[0].seed}: {row.label.strip()}", row.value, row.show)
+        for run in runs
+        for row in headline
+    ]
+    seed_cells = [
+        [_cell(row, [(r, _oracle_of(run))]) for r in run] for run in runs for row in headline
+    ]
+    return summary + "\n" + _render(["per seed"], names, seed_rows, seed_cells)
+
+
+_HEADLINE = (
+    "node availability (schedulable, healthy)",
+    "effective training time",
+    "job interruptions",
+    "replacements",
+    "node-hours lost",
+    "  share a better policy could avoid",
+)
+"""The rows repeated seed by seed under a multi-seed table."""
+
+
+def _cell(row: _Row, runs: Sequence[tuple[Report, Report | None]]) -> str:
+    values = [v for v in (row.value(r, oracle) for r, oracle in runs) if v is not None]
+    if not values:
+        return "-"
+    mean = sum(values) / len(values)
+    low, high = min(values), max(values)
+    if len(runs) == 1 or row.show(low) == row.show(high):
+        return row.show(mean)
+    lowest, highest = row.show(low), row.show(high)
+    for unit in ("%", " min"):  # said once, after the range: "41.6 min (30.5-49.7 min)"
+        if lowest.endswith(unit):
+            lowest = lowest.removesuffix(unit)
+    return f"{row.show(mean)} ({lowest}-{highest})"
+
+
+def _render(
+    header: Sequence[str], names: Sequence[str], rows: Sequence[_Row], cells: list[list[str]]
+) -> str:
+    label_width = max(len(row.label) for row in rows)
+    widths = [max(len(name), *(len(row[i]) for row in cells)) for i, name in enumerate(names)]
+    lines = [*header, "", _line("", names, label_width, widths)]
     lines += [
-        _line(label, row, label_width, widths) for (label, _), row in zip(rows, cells, strict=True)
+        _line(row.label, values, label_width, widths)
+        for row, values in zip(rows, cells, strict=True)
     ]
     return "\n".join(lines) + "\n"
 

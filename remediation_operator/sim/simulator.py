@@ -168,6 +168,7 @@ class Simulation:
         self._sample_every = sample_every.total_seconds()
         # Counters for the report.
         self.faults = 0
+        self.faults_by_cause: Counter[str] = Counter({c.name: 0 for c in mix.causes})
         self.storms = 0
         self.opened = 0
         self.outcomes: Counter[str] = Counter()
@@ -308,6 +309,7 @@ class Simulation:
         luck = tuple((action, rng.random()) for action in FIXING_ACTIONS)
         self._schedule_fault(self.now)
         self.faults += 1
+        self.faults_by_cause[cause.name] += 1
         host = self.hosts[slot]
         self._log("fault", host.name, f"{cause.name} ({symptom.reason if symptom else 'silent'})")
         self._interrupt(slot, by_remediation=False)
@@ -856,4 +858,7 @@ class Simulation:
             lost_by_class=reports.hours_by(self.ledger.lost_seconds, index=0),
             breaker_openings=self.breaker_openings,
             breaker_open_hours=round(self.ledger.breaker_open_seconds / 3600.0, 2),
+            effective_training=round(job_stats.effective_training, 6) if job_stats else 1.0,
+            faults_by_cause=dict(self.faults_by_cause),
+            mode=self.policy.mode.value,
         )

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
 import yaml
 
 from remediation_operator.api.policy_parsing import InvalidPolicyError, parse_policy
-from remediation_operator.domain.policy import Policy
+from remediation_operator.domain.policy import Mode, Policy
 from remediation_operator.sim import oracle as oracles
 from remediation_operator.sim.faultmix import FaultMix
 from remediation_operator.sim.fleetspec import FleetSpec
@@ -26,7 +26,7 @@ from remediation_operator.sim.simulator import SAMPLE_EVERY, START, Observer, Re
 from remediation_operator.sim.spec import SpecError
 from remediation_operator.sim.timeline import Timeline
 
-__all__ = ["START", "Study", "load_policy", "policies_from", "run"]
+__all__ = ["START", "Study", "as_enforce", "load_policy", "policies_from", "run", "run_seeds"]
 
 
 def load_policy(path: Path) -> Policy:
@@ -66,12 +66,16 @@ class Study:
     sample_every: timedelta = SAMPLE_EVERY
     oracle: bool = True
     """Also run the oracle on the same faults (its result comes last)."""
+    seeds: int = 1
+    """How many seeds `run_seeds` runs: `seed`, `seed + 1`, ... (each its own fault history)."""
 
     def __post_init__(self) -> None:
         if not self.policies:
             raise SpecError("policy", "at least one policy is needed")
         if self.days <= 0:
             raise SpecError("days", f"must be greater than 0, got {self.days:g}")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise SpecError("seeds", f"must be from 1 to {MAX_SEEDS}, got {self.seeds}")
         names = [p.name for p in self.policies]
         if self.oracle and oracles.NAME in names:
             raise SpecError(
@@ -86,13 +90,41 @@ class Study:
                 )
 
 
+MAX_SEEDS = 100
+"""More seeds than this is a mistake (each seed is a whole study)."""
+
+
+def run_seeds(
+    study: Study,
+    *,
+    timeline: Timeline | None = None,
+    observer: Observer | None = None,
+) -> list[list[Result]]:
+    """`run` for `study.seeds` consecutive seeds from `study.seed`, one list of results per
+    seed. The timeline, if any, records the first seed only; the observer sees every seed."""
+    return [
+        run(
+            replace(study, seed=study.seed + i),
+            timeline=timeline if i == 0 else None,
+            observer=observer,
+        )
+        for i in range(study.seeds)
+    ]
+
+
+def as_enforce(policies: Sequence[Policy]) -> tuple[Policy, ...]:
+    """The policies with DryRun switched to Enforce (`simulate --as-enforce`): what a policy
+    shipped in DryRun, such as the chart's default, would do once it is put in force."""
+    return tuple(replace(p, mode=Mode.Enforce) for p in policies)
+
+
 def run(
     study: Study,
     *,
     timeline: Timeline | None = None,
     observer: Observer | None = None,
 ) -> list[Result]:
-    """Run every policy of the study in turn (one event loop for all of them)."""
+    """Run every policy of the study in turn (one event loop for all of them), for `seed`."""
 
     async def everything() -> list[Result]:
         results = []

@@ -346,6 +346,15 @@ def test_fleet_setting_rules(
             {"type": "X", "staleAfter": "soon"},
             {"spec.faults[0].match[0].staleAfter": "not a duration"},
         ),
+        ({"type": "Ready", "status": "Unknown", "positiveAfter": "30m"}, {}),
+        (
+            {"type": "GPUProblem", "status": "Unknown", "positiveAfter": "30m"},
+            {"spec.faults[0].match[0].positiveAfter": "applies only to `type: Ready`"},
+        ),
+        (
+            {"type": "Ready", "status": "False", "positiveAfter": "30m"},
+            {"spec.faults[0].match[0].positiveAfter": "with `status: Unknown`"},
+        ),
     ],
 )
 def test_condition_match_rules(

@@ -13,7 +13,7 @@ conservative catch-all (cordon and hold), never on nothing and never on a disrup
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -181,6 +181,14 @@ def test_an_unknown_reason_is_cordoned_and_held(policy: Policy, reason: str) -> 
         ("NetworkingReady", "True", "NetworkingIsReady", None),
         ("KernelReady", "False", "ForkFailedOutOfPIDs", "node-kernel"),
         ("KernelReady", "True", "KernelIsReady", None),
+        # StorageReady: False only for InstanceStoreIOError (pkg/reasons/reasons.yaml).
+        ("StorageReady", "False", "InstanceStoreIOError", "node-storage"),
+        ("StorageReady", "True", "StorageIsReady", None),
+        # The control plane's Ready: the kubelet's NotReady, the node lifecycle controller's
+        # Unknown ("Kubelet stopped posting node status").
+        ("Ready", "False", "KubeletNotReady", "host-unreachable"),
+        ("Ready", "Unknown", "NodeStatusUnknown", "host-unreachable"),
+        ("Ready", "True", "KubeletReady", None),
     ],
 )
 def test_the_agents_other_reasons(
@@ -194,6 +202,26 @@ def test_network_and_kernel_faults_never_reset_a_gpu(policy: Policy) -> None:
     for name in ("node-networking", "node-kernel"):
         fault = next(f for f in policy.faults if f.name == name)
         assert ladder(fault) == (C, D, B, P)
+
+
+def test_a_failed_drive_is_replaced_without_a_reboot(policy: Policy) -> None:
+    fault = next(f for f in policy.faults if f.name == "node-storage")
+    assert ladder(fault) == (C, D, P)
+
+
+def test_an_unreachable_host_is_cordoned_then_replaced_on_the_control_planes_verdict(
+    policy: Policy,
+) -> None:
+    fault = next(f for f in policy.faults if f.name == "host-unreachable")
+    assert ladder(fault) == (C, P)
+    unknown = next(m for m in fault.match if m.status == "Unknown")
+    assert unknown.positive_after == timedelta(minutes=30)  # EKS node repair, Karpenter
+    # Less severe than every GPU fault: a node our own Reboot takes NotReady stays in its
+    # GPU incident (the first listed fault a node shows is the one it takes).
+    names = [f.name for f in policy.faults]
+    gpu = [n for n in names if n.startswith("gpu-") and n not in ("gpu-health-unknown",)]
+    gpu = [n for n in gpu if n not in ("gpu-unknown-reason",)]
+    assert all(names.index(n) < names.index("host-unreachable") for n in gpu)
 
 
 def test_every_reason_pattern_of_the_policy_is_re2(policy: Policy) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from remediation_operator.sim.events import Agenda, Kind
 from remediation_operator.sim.fleetspec import JobSpec
 from remediation_operator.sim.jobs import Jobs
@@ -62,6 +64,22 @@ def test_an_interruption_loses_the_work_since_the_last_checkpoint() -> None:
     assert final.success_rate == 0.5
     # Waiting: the 10-minute restart overhead after the interruption.
     assert final.waiting_job_hours * 3600 == 600
+
+
+def test_effective_training_time_is_elapsed_time_less_waiting_and_redone_work() -> None:
+    # One slot of 4 nodes: trains 2.5 h, is interrupted (0.5 h since the checkpoint redone),
+    # waits the 10-minute restart overhead, then trains again until hour 5.
+    jobs, agenda = _jobs(4, SPEC)
+    (job,) = jobs.dispatch(0.0)
+    assert jobs.stats(HOUR).effective_training == 1.0  # nothing lost yet
+    jobs.interrupt_on(job.nodes[0], 2.5 * HOUR)
+    pending = [agenda.pop() for _ in range(len(agenda))]
+    restart = next(e for e in pending if e.kind is Kind.JobRestart)
+    jobs.restart(job.id, restart.token, restart.at)
+    jobs.dispatch(restart.at)
+    stats = jobs.stats(5 * HOUR)
+    # Kept: 5 h elapsed - 0.5 h redone - 1/6 h waiting.
+    assert stats.effective_training == pytest.approx((5 - 0.5 - 1 / 6) / 5)
 
 
 def test_the_completion_of_an_interrupted_attempt_is_ignored() -> None:
