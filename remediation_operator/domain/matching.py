@@ -70,6 +70,7 @@ class _Rule:
     fault: Fault
     match: ConditionMatch
     reason: patterns.Pattern | None
+    except_reason: patterns.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ def _index(faults: tuple[Fault, ...], only: str | None = None) -> _Index:
             if only is not None and fault.name != only:
                 continue
             pattern = patterns.compile(m.reason) if m.reason is not None else None
-            rule = _Rule(severity, fault, m, pattern)
+            unless = patterns.compile(m.except_reason) if m.except_reason is not None else None
+            rule = _Rule(severity, fault, m, pattern, unless)
             by_type.setdefault(m.type, []).append(rule)
             if m.stale_after is not None and m.when_missing is WhenMissing.Fault:
                 missing.append(rule)
@@ -116,7 +118,11 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
     m = rule.match
     if m.status is not None or rule.reason is not None:
         status_ok = m.status is None or condition.status == m.status
-        if status_ok and (rule.reason is None or rule.reason.fullmatch(condition.reason)):
+        if (
+            status_ok
+            and (rule.reason is None or rule.reason.fullmatch(condition.reason))
+            and (rule.except_reason is None or not rule.except_reason.fullmatch(condition.reason))
+        ):
             if condition.status == UNKNOWN and m.positive_after is not None:
                 return not _held(condition, m.positive_after, now)
             return stale or condition.status == UNKNOWN

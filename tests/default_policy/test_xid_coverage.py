@@ -61,7 +61,7 @@ CATALOG: dict[int, tuple[Bucket, str]] = {
     48: (XID_48, "reference: WORKFLOW_XID_48 (double-bit ECC)"),
     74: (NVLINK, "reference: WORKFLOW_NVLINK_ERR (NVLink); EKS replaces"),
     **{x: (NVLINK, "reference: NVLink5, fatal sub-codes mean RESET_GPU") for x in range(144, 151)},
-    121: (NVLINK, "not in the reference's buckets; EKS replaces; a C2C link error: NVLink ladder"),
+    121: (IGNORE, "NVIDIA catalog 2026: C2C_ERROR, IGNORE; the EKS agent: an Event only"),
     79: (RESTART_BM, "reference: RESTART_BM (fell off the bus)"),
     151: (RESTART_BM, "reference: RESTART_VM"),
     54: (CONTACT_SUPPORT, "reference: CHECK_MECHANICALS / CONTACT_SUPPORT"),
