@@ -272,7 +272,7 @@ EKS_CONDITION_XIDS: frozenset[int] = frozenset(
 NPD_CONDITION_XIDS: frozenset[int] = frozenset(
     {46, 48, 54, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143}
     | set(range(144, 152))
-    | {154, 155, 156, 158}
+    | {154, 155, 156, 158, 160}
 )
 """XIDs the chart's node-problem-detector kernel monitor raises as `GPUProblem=True`
 (charts/remediation-operator/npd/gpu-kernel-monitor.json, kept equal by a test); the others it
