@@ -202,6 +202,11 @@ class ConditionMatch(SpecModel):
             "fieldPath": ".whenMissing",
         },
         {
+            "rule": "!has(self.exceptReason) || has(self.status) || has(self.reason)",
+            "message": "narrows a `status` or `reason` match: add `status` (or `reason`)",
+            "fieldPath": ".exceptReason",
+        },
+        {
             "rule": "!has(self.positiveAfter) || (self.type == 'Ready'"
             " && has(self.status) && self.status == 'Unknown')",
             "message": "applies only to `type: Ready` with `status: Unknown` (the control"
@@ -236,6 +241,11 @@ class ConditionMatch(SpecModel):
     nodes whose agent does not publish this condition are left alone. Fault: the node is
     expected to carry the condition, and its absence is weak evidence (cordon, never
     disrupt)."""
+    except_reason: Regex | None = None
+    """RE2 regular expression: a condition whose whole reason matches it does not match this
+    rule, e.g. every `AcceleratedHardwareReady=False` but the no-action XIDs:
+    `{status: "False", exceptReason: "NvidiaXID(13|31|43|63|92|94)Error"}`. Only with `status`
+    or `reason`."""
     positive_after: Duration | None = None
     """Only with `type: Ready` and `status: Unknown`: how long the control plane's verdict that
     the kubelet stopped posting must hold (on the operator's clock, from when it saw the status

@@ -171,6 +171,7 @@ def _match(model: ConditionMatch) -> domain.ConditionMatch:
         stale_after=_opt_duration(model.stale_after),
         when_missing=model.when_missing or WhenMissing.Ignore,
         positive_after=_opt_duration(model.positive_after),
+        except_reason=model.except_reason,
     )
 
 

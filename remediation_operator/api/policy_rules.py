@@ -115,6 +115,13 @@ def _match(match: ConditionMatch, path: str) -> list[FieldError]:
                 " condition): add `staleAfter` or remove `whenMissing`",
             )
         )
+    if match.except_reason is not None and match.status is None and match.reason is None:
+        errors.append(
+            FieldError(
+                f"{path}.exceptReason",
+                "narrows a `status` or `reason` match: add `status` (or `reason`)",
+            )
+        )
     if match.positive_after is not None and (match.type != "Ready" or match.status != "Unknown"):
         errors.append(
             FieldError(

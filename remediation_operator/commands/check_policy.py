@@ -4,8 +4,11 @@ Runs exactly the validation the operator runs (schema, then semantic rules), so 
 known good before it reaches a cluster. Prints `FILE: ok`, or one line per error naming the
 field. A valid policy also gets `FILE: info: ...` lines for what is easy to get wrong without
 being an error: for each `staleAfter` match, what a node that never reported the condition
-shows (`whenMissing`). Exit 0 when all are valid, 1 when any is invalid, 2 when a file cannot
-be read or is not YAML (with the line and column).
+shows (`whenMissing`). With `--catalog`, every XID and DCGM health code of the GPU fault catalog
+(`domain.catalog`), as the node agents publish it, is run through the policy's own matcher:
+one line each with the fault it lands in, its ladder and NVIDIA's recommendation. Exit 0 when
+all are valid, 1 when any is invalid, 2 when a file cannot be read or is not YAML (with the
+line and column).
 """
 
 from __future__ import annotations
@@ -26,6 +29,58 @@ EXIT_UNREADABLE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (multi-document ok)")
+    parser.add_argument(
+        "--catalog",
+        action="store_true",
+        help="also print, for every XID and DCGM health code of the GPU fault catalog as the"
+        " node agents publish it, which fault of each valid policy it lands in and with which"
+        " ladder, beside what NVIDIA recommends",
+    )
+
+
+def catalog_lines(policy: Policy) -> list[str]:
+    """One line per catalog reason: what the policy's own matcher makes of it, beside what
+    NVIDIA recommends (`domain.catalog`); `differs` marks a ladder other than the catalog's."""
+    from datetime import UTC, datetime
+
+    from remediation_operator.domain import catalog, matching
+    from remediation_operator.domain.fleet import Condition, NodeView
+
+    now = datetime.now(UTC)
+    rows: list[tuple[str, ...]] = [
+        ("catalog", "as published", "NVIDIA", "fault", "ladder", ""),
+    ]
+    for report in catalog.reports():
+        entry = report.entry
+        condition = Condition(report.type, report.status, report.reason, report.message)
+        found = matching.match(NodeView("catalog", conditions=(condition,)), policy.faults, now)
+        ladder = () if found is None else tuple(step.action for step in found.fault.ladder)
+        shown = "no action" if found is None else ", ".join(ladder)
+        expected = entry.ladder
+        differs = "" if ladder == expected else f"differs (catalog: {_ladder(expected)})"
+        published = f"{report.type}={report.status} {report.reason}"
+        if entry.code == 154:
+            published += " (" + report.message.rsplit(" to ", 1)[-1] + ")"
+        rows.append(
+            (
+                f"{entry.kind} {entry.code}",
+                published,
+                entry.bucket.value,
+                "-" if found is None else found.fault.name,
+                shown,
+                differs,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + ("  " + row[-1] if row[-1] else "")
+        for row in rows
+    ]
+
+
+def _ladder(actions: tuple[str, ...]) -> str:
+    return ", ".join(actions) if actions else "no action"
 
 
 def notes(policy: Policy) -> list[str]:
@@ -60,7 +115,7 @@ def notes(policy: Policy) -> list[str]:
     return lines
 
 
-def _check(path: str) -> tuple[int, list[str]]:
+def _check(path: str, catalog: bool = False) -> tuple[int, list[str]]:
     import yaml
 
     from remediation_operator.api import policy_parsing
@@ -85,7 +140,10 @@ def _check(path: str) -> tuple[int, list[str]]:
         errors = policy_parsing.validate(document)
         lines += [f"{label}: {error}" for error in errors]
         if not errors:
-            infos += [f"{label}: {note}" for note in notes(policy_parsing.parse_policy(document))]
+            policy = policy_parsing.parse_policy(document)
+            infos += [f"{label}: {note}" for note in notes(policy)]
+            if catalog:
+                infos += [f"{label}: {line.rstrip()}" for line in catalog_lines(policy)]
     if lines:
         return EXIT_INVALID, lines
     return EXIT_OK, [f"{path}: ok", *infos]
@@ -94,7 +152,7 @@ def _check(path: str) -> tuple[int, list[str]]:
 def run(args: argparse.Namespace) -> int:
     worst = EXIT_OK
     for path in args.files:
-        code, lines = _check(path)
+        code, lines = _check(path, catalog=args.catalog)
         for line in lines:
             print(line)
         worst = max(worst, code)

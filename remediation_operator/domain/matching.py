@@ -75,6 +75,7 @@ class _Rule:
     match: ConditionMatch
     reason: patterns.Pattern | None
     message: patterns.Pattern | None = None
+    except_reason: patterns.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ def _index(faults: tuple[Fault, ...], only: str | None = None) -> _Index:
                 continue
             pattern = patterns.compile(m.reason) if m.reason is not None else None
             text = patterns.compile(m.message) if m.message is not None else None
-            rule = _Rule(severity, fault, m, pattern, text)
+            unless = patterns.compile(m.except_reason) if m.except_reason is not None else None
+            rule = _Rule(severity, fault, m, pattern, text, unless)
             by_type.setdefault(m.type, []).append(rule)
             if m.stale_after is not None and m.when_missing is WhenMissing.Fault:
                 missing.append(rule)
@@ -126,6 +128,7 @@ def _evidence(rule: _Rule, condition: Condition, stale: bool, now: datetime) -> 
             status_ok
             and (rule.reason is None or rule.reason.fullmatch(condition.reason))
             and (rule.message is None or rule.message.search(condition.message))
+            and (rule.except_reason is None or not rule.except_reason.fullmatch(condition.reason))
         ):
             if condition.status == UNKNOWN and m.positive_after is not None:
                 return not _held(condition, m.positive_after, now)

@@ -155,6 +155,9 @@ class ConditionMatch:
     """A regular expression found anywhere in the condition's message (D62): a sticky source
     keeps only the newest finding in the reason and appends every finding to the message."""
     """Only with `stale_after`: whether a node that never carried the condition shows the fault."""
+    except_reason: str | None = None
+    """RE2 pattern: a condition whose whole reason matches it does not match this rule (the
+    readable way to write "every reason but these")."""
     positive_after: timedelta | None = None
     """Only for the control plane's `Ready=Unknown`: held this long on our clock, the status is
     positive evidence that the host is gone (before that, Unknown is weak: cordon only)."""

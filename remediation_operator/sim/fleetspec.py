@@ -39,6 +39,11 @@ class JobSpec:
     """Compute time each job needs to finish; a finished job is followed by a new one."""
     checkpoint_every: timedelta = timedelta(hours=1)
     restart_overhead: timedelta = timedelta(minutes=10)
+    exclude_after_crashes: int | None = None
+    """The training framework's own fault attribution: after a node made this many attempts
+    of a job crash, the job's launcher leaves it out until its fault is repaired (the health
+    checks and failed-rank attribution large training runs use; Llama 3, arXiv 2407.21783,
+    section 3.3.4). None: a job lands on a faulty node again and again."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,16 @@ def _names(value: Any, path: str) -> tuple[str, ...]:
 def _jobs(value: Any, nodes: int) -> JobSpec:
     raw = spec.mapping(value, "jobs")
     spec.only(
-        raw, "jobs", {"nodesPerJob", "utilization", "length", "checkpointEvery", "restartOverhead"}
+        raw,
+        "jobs",
+        {
+            "nodesPerJob",
+            "utilization",
+            "length",
+            "checkpointEvery",
+            "restartOverhead",
+            "excludeAfterCrashes",
+        },
     )
     base = JobSpec()
     k = spec.integer(raw.get("nodesPerJob", base.nodes_per_job), "jobs.nodesPerJob", 1)
@@ -161,6 +175,11 @@ def _jobs(value: Any, nodes: int) -> JobSpec:
             spec.duration(raw["restartOverhead"], "jobs.restartOverhead")
             if "restartOverhead" in raw
             else base.restart_overhead
+        ),
+        exclude_after_crashes=(
+            spec.integer(raw["excludeAfterCrashes"], "jobs.excludeAfterCrashes", 1)
+            if raw.get("excludeAfterCrashes") is not None
+            else base.exclude_after_crashes
         ),
     )
 

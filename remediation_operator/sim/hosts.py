@@ -22,7 +22,7 @@ READY = "Ready"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-@dataclass(frozen=True)
+@dataclass
 class HostFault:
     """A fault present on a host: which cause, what the agent shows, and when it clears."""
 
@@ -36,6 +36,9 @@ class HostFault:
     """Per fixing action, the uniform draw its first attempt on this fault is judged by (fixed
     when below the cause's `fixedBy`). Drawn with the fault, so every policy of a comparison,
     and the oracle, meet the same luck; later attempts draw afresh."""
+
+    job_crashes: int = 0
+    """Job attempts this fault crashed (it was present when a job was placed on the host)."""
 
     def draw_for(self, action: Action) -> float | None:
         return next((u for a, u in self.luck if a is action), None)

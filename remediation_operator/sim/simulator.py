@@ -428,11 +428,22 @@ class Simulation:
         if not jobs.running(job_id, attempt):
             return
         for slot in job.nodes:
-            if self.hosts[slot].fault is not None:
-                self._log("job-crash", self.hosts[slot].name, f"job {job_id} on a faulty node")
+            host = self.hosts[slot]
+            if host.fault is not None:
+                self._log("job-crash", host.name, f"job {job_id} on a faulty node")
+                host.fault.job_crashes += 1
                 self._interrupt(slot, by_remediation=False)
+                if self._excluded_by_jobs(host):
+                    self._log("job-excluded", host.name, "the job's launcher leaves it out")
+                    self._refresh(host)
                 break
         self._dispatch()
+
+    def _excluded_by_jobs(self, host: Host) -> bool:
+        """The jobs' own launcher leaves this host out (`jobs.excludeAfterCrashes`) until its
+        fault is repaired; the operator does not see it."""
+        limit = self.fleet.jobs.exclude_after_crashes if self.fleet.jobs is not None else None
+        return limit is not None and host.fault is not None and host.fault.job_crashes >= limit
 
     # Actions the engine started, finished by the simulated world --------------------------------
 
@@ -723,7 +734,9 @@ class Simulation:
         self._refresh(host)
 
     def _schedulable(self, slot: int) -> bool:
-        return self.hosts[slot].schedulable
+        """For the jobs: schedulable, and not left out by the jobs' own launcher."""
+        host = self.hosts[slot]
+        return host.schedulable and not self._excluded_by_jobs(host)
 
     def _refresh(self, host: Host) -> None:
         """Update the ledger's counts and the job scheduler after a change to `host`."""
@@ -737,7 +750,7 @@ class Simulation:
             ledger.schedulable_faulty += 1 if faulty else -1
             host.counted_faulty = faulty
         if self.jobs is not None:
-            self.jobs.set_usable(host.slot, host.schedulable)
+            self.jobs.set_usable(host.slot, self._schedulable(host.slot))
         if available and host.fault_since is not None:
             self.recover_seconds.append(self.now - host.fault_since)
             host.fault_since = None

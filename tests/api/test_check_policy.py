@@ -150,3 +150,47 @@ def test_the_example_in_the_policy_docs_is_valid(
     assert code == 0
     assert lines[0] == f"{example}: ok"
     assert all(line.startswith(f"{example}: info: ") for line in lines[1:])
+
+
+def test_catalog_prints_where_each_catalog_reason_lands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "apiVersion: remediation.gpuops.io/v1alpha1\n"
+        "kind: RemediationPolicy\n"
+        "metadata: {name: small}\n"
+        "spec:\n"
+        "  nodeSelector: {}\n"
+        "  faults:\n"
+        "  - name: reset\n"
+        "    match:\n"
+        "    - {type: AcceleratedHardwareReady, status: 'False', reason: 'NvidiaXID(62|79)Error'}\n"
+        "    ladder: [{action: Cordon}, {action: Drain}, {action: GPUReset}, {action: Reboot},"
+        " {action: Replace}]\n"
+        "  - name: everything-else\n"
+        "    match:\n"
+        "    - {type: AcceleratedHardwareReady, status: 'False',"
+        " exceptReason: 'NvidiaXID63Error'}\n"
+        "    ladder: [{action: Cordon}]\n"
+        "    onExhausted: Hold\n"
+    )
+    assert cli.main(["check-policy", "--catalog", str(policy)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def row(kind: str, code: int, agent_type: str) -> str:
+        return next(line for line in lines if f": {kind} {code} " in line and agent_type in line)
+
+    xid62 = row("XID", 62, "AcceleratedHardwareReady")
+    assert "RESET_GPU" in xid62
+    assert "reset" in xid62
+    assert "differs" not in xid62  # the catalog's own ladder
+    xid79 = row("XID", 79, "AcceleratedHardwareReady")
+    assert "RESTART_BM" in xid79
+    assert "differs (catalog: Cordon, Drain, Replace)" in xid79
+    xid63 = row("XID", 63, "AcceleratedHardwareReady")
+    assert "no action" in xid63  # the exception left it out
+    assert "differs" not in xid63  # NVIDIA: IGNORE
+    unknown = row("DCGM", 44, "DCGMHealthCode44")
+    assert "everything-else" in unknown
+    assert "REPORT_ISSUE" in unknown

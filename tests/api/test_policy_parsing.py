@@ -347,6 +347,15 @@ def test_fleet_setting_rules(
             {"spec.faults[0].match[0].staleAfter": "not a duration"},
         ),
         ({"type": "Ready", "status": "Unknown", "positiveAfter": "30m"}, {}),
+        ({"type": "X", "status": "False", "exceptReason": "NvidiaXID(13|63)Error"}, {}),
+        (
+            {"type": "X", "status": "False", "exceptReason": "[a-"},
+            {"spec.faults[0].match[0].exceptReason": "not a valid RE2 regular expression"},
+        ),
+        (
+            {"type": "X", "staleAfter": "5m", "exceptReason": "A"},
+            {"spec.faults[0].match[0].exceptReason": "narrows a `status` or `reason` match"},
+        ),
         (
             {"type": "GPUProblem", "status": "Unknown", "positiveAfter": "30m"},
             {"spec.faults[0].match[0].positiveAfter": "applies only to `type: Ready`"},

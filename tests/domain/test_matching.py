@@ -269,3 +269,29 @@ def test_the_matcher_says_when_an_answer_next_changes_with_time_alone() -> None:
     assert matching.match(quiet, FAULTS, matcher.next_change) is not None
     matcher.faulty({"u": untracked}, T0 + MIN)
     assert matcher.next_change is None
+
+
+def test_except_reason_leaves_out_the_reasons_it_names() -> None:
+    from remediation_operator.domain.policy import Action, ConditionMatch, Fault, Step
+
+    catch_all = Fault(
+        name="catch-all",
+        match=(
+            ConditionMatch(
+                "AcceleratedHardwareReady", "False", except_reason=r"NvidiaXID(13|63)Error"
+            ),
+        ),
+        ladder=(Step(Action.Cordon),),
+    )
+
+    def shows(reason: str) -> bool:
+        node = NodeView(
+            "gpu-1", conditions=(Condition("AcceleratedHardwareReady", "False", reason),)
+        )
+        return matching.match(node, (catch_all,), T0) is not None
+
+    assert shows("NvidiaXID79Error")
+    assert shows("SomethingNew")
+    assert not shows("NvidiaXID63Error")
+    assert not shows("NvidiaXID13Error")
+    assert shows("NvidiaXID130Error")  # the whole reason must match the exception

@@ -39,6 +39,14 @@ def test_a_fleet_file_overrides_what_it_names() -> None:
     assert fleet.storms.first_at == timedelta(hours=2)
 
 
+def test_a_jobs_own_exclusion_is_read_and_off_by_default() -> None:
+    assert fleetspec.parse({}).jobs is not None
+    assert fleetspec.parse({}).jobs.exclude_after_crashes is None  # type: ignore[union-attr]
+    jobs = fleetspec.parse({"jobs": {"excludeAfterCrashes": 2}}).jobs
+    assert jobs is not None
+    assert jobs.exclude_after_crashes == 2
+
+
 def test_jobs_can_be_switched_off() -> None:
     assert fleetspec.parse({"jobs": None}).jobs is None
 
@@ -54,6 +62,7 @@ def test_jobs_can_be_switched_off() -> None:
         ({"storms": {"fraction": 2}}, "storms.fraction", "probability"),
         ({"jobs": {"length": "0s"}}, "jobs.length", "longer than 0s"),
         ({"storms": {"meanInterval": "soon"}}, "storms.meanInterval", "not a duration"),
+        ({"jobs": {"excludeAfterCrashes": 0}}, "jobs.excludeAfterCrashes", "at least 1"),
     ],
 )
 def test_a_bad_fleet_names_the_field(data: dict[str, Any], field: str, words: str) -> None:
