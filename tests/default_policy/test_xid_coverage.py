@@ -241,10 +241,6 @@ DEVIATIONS: dict[tuple[str, int, Bucket_], str] = {
     ("XID", 142, Bucket_.UNEXPECTED_ERR_REPORT_ISSUE): (
         "NVENC3 engine failure; the EKS agent reads it as CONTACT_SUPPORT: replace"
     ),
-    ("XID", 154, Bucket_.NODE_REBOOT): (
-        "the reboot XID 154 asks for is named in its message only, which no rule reads yet:"
-        " the reset ladder (reset, then reboot) reaches it one step later"
-    ),
 }
 """Where the shipped policy departs from the catalog's suggestion on purpose, and why."""
 
