@@ -17,7 +17,7 @@ FLEET = ROOT / "remediation_operator" / "sim" / "data" / "fleet-llama3-job.yaml"
 
 
 def test_the_llama3_job_sees_about_466_interruptions_and_over_90_percent_training() -> None:
-    policy = study.load_policy(ROOT / "examples" / "gpu-default-policy.yaml")
+    policy = study.load_policy(ROOT / "examples" / "gpu-xid-ladders-policy.yaml")
     fleet = fleetspec.load(FLEET)
     assert fleet.jobs is not None
     assert fleet.jobs.nodes_per_job == 1920
@@ -32,7 +32,7 @@ def test_without_the_jobs_own_exclusion_a_bad_host_crashes_the_job_again_and_aga
     # silent-data-corruption host crashed every new attempt for the 1-3 days of manual repair.
     from dataclasses import replace
 
-    policy = study.load_policy(ROOT / "examples" / "gpu-default-policy.yaml")
+    policy = study.load_policy(ROOT / "examples" / "gpu-xid-ladders-policy.yaml")
     fleet = fleetspec.load(FLEET)
     assert fleet.jobs is not None
     blind = replace(fleet, jobs=replace(fleet.jobs, exclude_after_crashes=None))
