@@ -85,9 +85,17 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 CRD_NAMES = ("remediationpolicies.remediation.gpuops.io", "remediations.remediation.gpuops.io")
 
 
-def remove_crds(cluster: RealCluster) -> None:
+def empty_cluster(cluster: RealCluster) -> None:
     """An empty cluster as the install page starts from: no CRDs of ours (deleting them
-    deletes every policy and Remediation; the tests re-apply today's CRDs when done)."""
+    deletes every policy and Remediation; the tests re-apply today's CRDs when done), and no
+    cluster-scoped RBAC object named like the chart's (other e2e tests apply the rendered
+    ClusterRole and binding by hand, and Helm refuses to adopt an object it did not make)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1/"
+    for kind in ("clusterroles", "clusterrolebindings"):
+        for item in cluster.admin.get(rbac + kind)["items"]:
+            name = item["metadata"]["name"]
+            if name.startswith("remediation-operator"):
+                cluster.admin.delete(f"{rbac}{kind}/{name}")
     for name in CRD_NAMES:
         cluster.admin.delete(CRD_PATH + name)
     for name in CRD_NAMES:

@@ -22,9 +22,9 @@ from tests.chart.documented import (
     Shell,
     commands,
     crd,
+    empty_cluster,
     helm,
     owned_by_the_crd_release,
-    remove_crds,
 )
 from tests.e2e.control_plane import RealCluster
 
@@ -68,7 +68,7 @@ def test_a_fresh_install_and_the_enforce_upgrade_as_documented(
     policy = "/apis/remediation.gpuops.io/v1alpha1/remediationpolicies/gpu-default"
     deployment = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/remediation-operator"
     try:
-        remove_crds(real_cluster)
+        empty_cluster(real_cluster)
         install = list(commands("Install"))
         steps = [c for c in install if c.startswith(("kubectl create", "kubectl label", "helm "))]
         assert [c.split()[:2] for c in steps] == [

@@ -34,9 +34,9 @@ from tests.chart.documented import (
     Shell,
     commands,
     crd,
+    empty_cluster,
     helm,
     owned_by_the_crd_release,
-    remove_crds,
 )
 from tests.e2e.conftest import POLICIES, Scenario
 from tests.e2e.control_plane import AdminClient, ApiError, RealCluster
@@ -261,7 +261,7 @@ async def test_upgrade_from_the_previous_release_as_documented(
     admin = cluster.admin
     shell = Shell(cluster, helm(major))
     try:
-        remove_crds(cluster)
+        empty_cluster(cluster)
         previous_release(cluster, Shell(cluster, shell.helm, cwd=PREVIOUS))
         assert_previous_state(cluster)
         assert admin.find(f"{CLUSTER_ROLE}-edit") is None, "0.1.0 had no roles for people"

@@ -47,7 +47,7 @@ def test_nothing_of_npd_renders_by_default(tools: chart_check.Tools) -> None:
 def test_npd_ships_the_tested_rules_and_runs_on_every_gpu_node(tools: chart_check.Tools) -> None:
     docs = chart_check.render(tools, NPD_VALUES)
     kinds = sorted(d["kind"] for d in npd_objects(docs))
-    assert kinds == ["ClusterRoleBinding", "ConfigMap", "DaemonSet", "ServiceAccount"]
+    assert kinds == ["ClusterRoleBinding", "ConfigMap", "DaemonSet", "Namespace", "ServiceAccount"]
     (config,) = [c for c in of_kind(docs, "ConfigMap") if c in npd_objects(docs)]
     for name in ("gpu-kernel-monitor.json", "dcgm-health-monitor.json", "check-dcgm-health.sh"):
         shipped = (NPD_FILES / name).read_text(encoding="utf-8")
