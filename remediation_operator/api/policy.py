@@ -15,8 +15,11 @@ from remediation_operator.api.field_types import (
     MAX_NODE_COUNT,
     CountOrPercent,
     CronSchedule,
+    Destination,
     DnsLabel,
     Duration,
+    JobTemplate,
+    PositiveDuration,
     Regex,
     Timestamp,
 )
@@ -417,7 +420,7 @@ class ExecutorAction(SpecModel):
 
     executor: Executor = Executor.Job
     """Job (run `jobTemplate` on the node), NodeAgent (ask the node's agent) or Noop."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template (metadata and spec) for the Job executor."""
@@ -480,7 +483,7 @@ class Diagnostics(SpecModel):
     Replace starts. It has its own timeout and never holds the step past it; a failure is
     recorded in the step's record and an Event, and the step goes on."""
 
-    destination: Annotated[str, Field(min_length=1, max_length=512)]
+    destination: Annotated[Destination, Field(min_length=1, max_length=512)]
     """Where the Job writes: `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the
     executor namespace) at `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR`;
     any other address (e.g. `s3://bucket/prefix`) is for the Job's own image to upload to.
@@ -490,12 +493,12 @@ class Diagnostics(SpecModel):
         default=[Action.Reboot, Action.Replace], min_length=1, max_length=2
     )
     """The steps diagnostics are collected before: Reboot, Replace or both."""
-    timeout: Duration = durations.format(domain.DEFAULT_DIAGNOSTICS_TIMEOUT)
+    timeout: PositiveDuration = durations.format(domain.DEFAULT_DIAGNOSTICS_TIMEOUT)
     """How long the step waits for the Job; then the step starts anyway."""
     executor: Executor = Executor.Job
     """Job (run the template on the node), NodeAgent (ask the node's agent for `Diagnose`) or
     Noop."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template, e.g. your image with an upload command. Absent:
@@ -520,12 +523,12 @@ class Validation(SpecModel):
     minutes), 3 long (about 15 minutes), 4 extended (longer), per NVIDIA's dcgmi diag
     reference. Given to the Job's containers as the environment variable
     `REMEDIATION_DIAG_LEVEL`; the shipped template runs it."""
-    timeout: Duration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
+    timeout: PositiveDuration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
     """How long the Job may run; a validation still running then counts as failed."""
     executor: Executor = Executor.Job
     """Job (run the template on the node), NodeAgent (ask the node's agent for `Validate`) or
     Noop (always passes: for tests)."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template, e.g. an NCCL single-node all-reduce test; exit code 0 passes.

@@ -17,7 +17,15 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from remediation_operator.domain import gates, ladder, matching, messages, stage, validation
+from remediation_operator.domain import (
+    bounds,
+    gates,
+    ladder,
+    matching,
+    messages,
+    stage,
+    validation,
+)
 from remediation_operator.domain.closing import close, ended, give_back, hold
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.effects import Severity
@@ -44,11 +52,11 @@ def observed(found: matching.Match | None) -> ObservedCondition | None:
     condition = None if found is None else found.condition
     if condition is None:
         return None
-    return ObservedCondition(
-        condition.type,
-        condition.status,
-        condition.reason,
-        condition.message,
+    return ObservedCondition(  # copied into the status: outside text, so bounded
+        bounds.cut(condition.type),
+        bounds.cut(condition.status),
+        bounds.cut(condition.reason),
+        bounds.cut(condition.message),
         condition.last_transition_time,
         condition.last_heartbeat_time,
     )

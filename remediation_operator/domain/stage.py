@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from enum import StrEnum
 
+from remediation_operator.domain import bounds
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
@@ -96,6 +97,7 @@ def accompany(
     """Enter Running with a step that accompanies a rung (Validate after a repair, Diagnose
     before one): a new record, the rung's ladder position kept."""
     record = StepRecord(action, attempt, now, reason, message, location=location)
+    steps, dropped = bounds.appended(state.steps, record, state.steps_dropped)
     return replace(
         state,
         phase=Phase.Running,
@@ -106,6 +108,7 @@ def accompany(
         step_started_at=now,
         step_finished_at=None,
         step_outcome=None,
-        steps=(*state.steps, record),
+        steps=steps,
+        steps_dropped=dropped,
         next_check_at=check,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.engine.conftest import harness  # noqa: F401  (the engine suite's fixture)
 from tests.integration.conftest import cluster  # noqa: F401  (the shared fixture)
 
 
