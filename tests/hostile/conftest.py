@@ -11,6 +11,7 @@ from tests.integration.conftest import cluster  # noqa: F401  (the shared fixtur
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "hostile: objects at the API server's limits (issue 24)")
+    config.addinivalue_line("markers", "reliability: tries to break the operator (issue 7)")
     config.addinivalue_line(
         "markers", "fleet(shape=Shape, config=FleetConfig): the emulated fleet for this test"
     )
