@@ -49,6 +49,11 @@ def cut(text: str, limit: int = TEXT) -> str:
     return text[:keep] + f" …[{len(text) - keep} more characters]"
 
 
+def same(stored: str, seen: str) -> bool:
+    """A stored (cut) text and one seen now (whole) are the same text, as far as stored."""
+    return stored == seen or (len(seen) > TEXT and stored == cut(seen))
+
+
 def names(found: tuple[str, ...]) -> tuple[str, ...]:
     """The first `NAMES` names (each cut), then `…and N more` when there were more."""
     if len(found) <= NAMES and all(len(n) <= TEXT for n in found):

@@ -191,3 +191,26 @@ def test_a_log_line_never_carries_a_megabyte() -> None:
     assert len(line["applied"]) == logs.LIST_ITEMS + 1
     assert line["count"] == 3
     assert len(sink.getvalue()) < 2 * bounds.LOG_TEXT
+
+
+def test_a_condition_past_the_bound_still_equals_its_stored_copy() -> None:
+    """The holds that keep the operator from fighting an administrator (AdminUncordoned,
+    Failed) and the evidence gate compare the stored (cut) condition with the one seen now."""
+    from remediation_operator.domain import detection, gates
+    from remediation_operator.domain.fleet import Condition
+
+    seen = Condition("T" * 2000, "False" * 300, "R" * 5000, HUGE, T0, T0)
+    stored = ObservedCondition(
+        bounds.cut(seen.type),
+        bounds.cut(seen.status),
+        bounds.cut(seen.reason),
+        bounds.cut(seen.message),
+        T0,
+        T0,
+    )
+    assert detection._same_condition(stored, seen)
+    assert gates.unchanged_since(stored, seen)
+    moved = Condition(seen.type, seen.status, "R" * 4999, "", T0, T0)
+    assert not gates.unchanged_since(stored, moved)
+    assert bounds.same("short", "short")
+    assert not bounds.same("short", "other")
