@@ -264,3 +264,79 @@ ReasonWord = Annotated[
 ]
 """A `Reason`. The CRD only asks for one CamelCase word, so adding a reason (the vocabulary is
 append-only) needs no CRD change and an older CRD accepts a newer operator's statuses."""
+
+
+def _job_template(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A Job template the executor can run: a batch/v1 Job manifest (`spec.template`), a Job
+    spec (`template`) or a pod template (`spec.containers`), as `k8s.executors` accepts them,
+    whose pod has at least one container with a name and an image."""
+    if value is None:
+        return None
+    if value.get("kind") not in (None, "Job") or value.get("apiVersion") not in (None, "batch/v1"):
+        raise ValueError(
+            f"is a {value.get('apiVersion')}/{value.get('kind')}, not a batch/v1 Job template"
+        )
+    spec = value.get("spec")
+    if isinstance(spec, dict) and "template" in spec:
+        pod, where = spec.get("template"), "spec.template.spec.containers"
+    elif "template" in value:
+        pod, where = value.get("template"), "template.spec.containers"
+    elif isinstance(spec, dict) and "containers" in spec:
+        pod, where = value, "spec.containers"
+    else:
+        raise ValueError(
+            "is not a Job template: give a batch/v1 Job manifest (spec.template.spec.containers),"
+            " a Job spec (template.spec.containers) or a pod template (spec.containers)"
+        )
+    pod_spec = pod.get("spec") if isinstance(pod, dict) else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        raise ValueError(f"{where}: must list at least one container")
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict):
+            raise ValueError(f"{where}[{i}]: must be a container (a mapping)")
+        for key in ("name", "image"):
+            if not isinstance(container.get(key), str) or not container.get(key):
+                raise ValueError(f"{where}[{i}].{key}: is required")
+    return value
+
+
+JobTemplate = Annotated[dict[str, Any] | None, AfterValidator(_job_template)]
+"""A free-form Job template (preserve-unknown-fields in the CRD) that must still be a Job."""
+
+
+def _positive_duration(text: str) -> str:
+    if durations.parse(text) <= timedelta(0):
+        raise ValueError(f"{text!r} must be longer than 0s (a Job cannot finish in no time)")
+    return text
+
+
+PositiveDuration = Annotated[Duration, AfterValidator(_positive_duration)]
+"""A `Duration` that must be longer than zero."""
+
+PVC_SCHEME = "pvc://"
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def _destination(text: str) -> str:
+    """`pvc://<claim>[/<dir>]` with a valid claim name and no `.`/`..` segments, or another
+    `<scheme>://<where>` address with something after the scheme."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or not scheme or not re.match(r"^[a-z][a-z0-9+.-]*$", scheme):
+        raise ValueError(f"{text!r} is not an address: use pvc://<claim>[/<dir>] or s3://...")
+    if not rest.strip("/"):
+        raise ValueError(f"{text!r} names no place after {scheme}://")
+    if text.startswith(PVC_SCHEME):
+        claim, _, sub = rest.partition("/")
+        if len(claim) > 253 or not _CLAIM.match(claim):
+            raise ValueError(
+                f"{text!r}: {claim!r} is not a PersistentVolumeClaim name (lower-case letters,"
+                " digits, '-' and '.')"
+            )
+        if any(part in (".", "..") for part in sub.split("/")):
+            raise ValueError(f"{text!r}: the directory must not contain '.' or '..' segments")
+    return text
+
+
+Destination = Annotated[str, AfterValidator(_destination)]
+"""Where diagnostics go (see `Diagnostics.destination`)."""

@@ -15,8 +15,11 @@ from remediation_operator.api.field_types import (
     MAX_NODE_COUNT,
     CountOrPercent,
     CronSchedule,
+    Destination,
     DnsLabel,
     Duration,
+    JobTemplate,
+    PositiveDuration,
     Regex,
     Timestamp,
 )
@@ -450,7 +453,7 @@ class ExecutorAction(SpecModel):
 
     executor: Executor = Executor.Job
     """Job (run `jobTemplate` on the node), NodeAgent (ask the node's agent) or Noop."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template (metadata and spec) for the Job executor."""
@@ -521,7 +524,7 @@ class Diagnostics(SpecModel):
         },
     )
 
-    destination: Annotated[str, Field(min_length=1, max_length=512)]
+    destination: Annotated[Destination, Field(min_length=1, max_length=512)]
     """Where the Job writes: `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the
     executor namespace) at `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR`;
     any other address (e.g. `s3://bucket/prefix`) is for the Job's own image to upload to.
@@ -531,12 +534,12 @@ class Diagnostics(SpecModel):
         default=[Action.Reboot, Action.Replace], min_length=1, max_length=2
     )
     """The steps diagnostics are collected before: Reboot, Replace or both."""
-    timeout: Duration = durations.format(domain.DEFAULT_DIAGNOSTICS_TIMEOUT)
+    timeout: PositiveDuration = durations.format(domain.DEFAULT_DIAGNOSTICS_TIMEOUT)
     """How long the step waits for the Job; then the step starts anyway."""
     executor: Executor = Executor.Job
     """Job (run the template on the node), NodeAgent (ask the node's agent for `Diagnose`) or
     Noop."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template, e.g. your image with an upload command. Absent:
@@ -569,7 +572,7 @@ class Validation(SpecModel):
     minutes), 3 long (about 15 minutes), 4 extended (longer), per NVIDIA's dcgmi diag
     reference. Given to the Job's containers as the environment variable
     `REMEDIATION_DIAG_LEVEL`; the shipped template runs it."""
-    timeout: Duration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
+    timeout: PositiveDuration = durations.format(domain.DEFAULT_VALIDATION_TIMEOUT)
     """How long the Job may run, longer than 0s. A validation whose pod ran and is still
     running then counts as failed; one whose pod never started (Pending, image pull,
     suspended, refused by admission) gives no verdict: the node stays cordoned with reason
@@ -577,7 +580,7 @@ class Validation(SpecModel):
     executor: Executor = Executor.Job
     """Job (run the template on the node), NodeAgent (ask the node's agent for `Validate`) or
     Noop (always passes: for tests)."""
-    job_template: dict[str, Any] | None = Field(
+    job_template: JobTemplate = Field(
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template, e.g. an NCCL single-node all-reduce test; exit code 0 passes.

@@ -16,7 +16,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from remediation_operator.api import field_errors, openapi, policy_rules, resources, timestamps
+from remediation_operator.api import (
+    field_errors,
+    input_limits,
+    openapi,
+    policy_rules,
+    resources,
+    timestamps,
+)
 from remediation_operator.api.field_errors import FieldError
 from remediation_operator.api.policy import (
     Actions,
@@ -58,6 +65,9 @@ def _spec_schema() -> dict[str, Any]:
 def _check_spec(spec: Any, prefix: str) -> tuple[RemediationPolicySpec | None, list[FieldError]]:
     if not isinstance(spec, Mapping):
         return None, [FieldError(prefix, "must be a mapping of policy fields")]
+    too_large = input_limits.check(spec, prefix)  # before anything walks it recursively
+    if too_large:
+        return None, too_large
     try:
         model = RemediationPolicySpec.model_validate(spec, by_alias=True, by_name=False)
     except ValidationError as exc:

@@ -140,6 +140,9 @@ class RemediationStatus(StatusModel):
     node_created_at: Timestamp | None = None
     """The creationTimestamp of the Node the incident ran on: a Node of the same name created
     at another time is a new machine, which a Failed incident's hold does not cover."""
+    steps_dropped: int | None = Field(default=None, ge=0)
+    """Retries left out of `steps` (between a step's first and latest attempt), so the record
+    stays bounded however often a step is retried."""
     conditions: list[RemediationCondition] = Field(
         default=[],
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

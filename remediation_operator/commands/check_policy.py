@@ -118,14 +118,25 @@ def notes(policy: Policy) -> list[str]:
 def _check(path: str, catalog: bool = False) -> tuple[int, list[str]]:
     import yaml
 
-    from remediation_operator.api import policy_parsing
+    from remediation_operator.api import input_limits, policy_parsing
 
+    input_limits.allow_deep_documents()
     try:
+        size = Path(path).stat().st_size
+        if size > input_limits.MAX_FILE_BYTES:
+            return EXIT_UNREADABLE, [
+                f"{path}: {size} bytes is more than the API server accepts in one request"
+                f" ({input_limits.MAX_FILE_BYTES}); refused unread"
+            ]
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return EXIT_UNREADABLE, [f"{path}: cannot read: {exc}"]
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except RecursionError:
+        return EXIT_UNREADABLE, [
+            f"{path}: nested too deeply to read (more than the API server's 10,000 levels)"
+        ]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path

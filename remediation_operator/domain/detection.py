@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from remediation_operator.domain import breaker, matching, messages, remediation
+from remediation_operator.domain import bounds, breaker, matching, messages, remediation
 from remediation_operator.domain.actions import ACTIONS
 from remediation_operator.domain.closing import close
 from remediation_operator.domain.context import Context
@@ -105,9 +105,9 @@ def _same_condition(stored: ObservedCondition | None, now: Condition | None) -> 
     remote times of the same condition, never with our clock)."""
     if stored is None or now is None:
         return stored is None and now is None
-    return (
-        stored.type == now.type
-        and stored.status == now.status
+    return (  # stored text was cut (domain.bounds): compare as stored
+        bounds.same(stored.type, now.type)
+        and bounds.same(stored.status, now.status)
         and stored.last_transition_time == now.last_transition_time
     )
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from remediation_operator.domain import breaker, budgets, matching, messages, remediation
+from remediation_operator.domain import bounds, breaker, budgets, matching, messages, remediation
 from remediation_operator.domain.actions import ACTIONS
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.fleet import BreakerState, Condition, NodeView
@@ -156,15 +156,15 @@ def unchanged_since(then: ObservedCondition | None, now: Condition | None) -> bo
     (`observed_at` moved from `evidence_seen_at`); otherwise the clock rule alone decides
     (the in-memory cluster's agents that beat "until U" show one heartbeat value meanwhile).
     A caller that tracks no observation (`observed_at` None) is taken as seeing it now."""
-    if then is None or now is None or now.type != then.type:
+    if then is None or now is None or not bounds.same(then.type, now.type):
         return False
     if then.last_heartbeat_time is None and then.last_transition_time is None:
         return False
     return (
         now.last_heartbeat_time == then.last_heartbeat_time
         and now.last_transition_time == then.last_transition_time
-        and now.status == then.status
-        and now.reason == then.reason
+        and bounds.same(then.status, now.status)  # stored text was cut (domain.bounds)
+        and bounds.same(then.reason, now.reason)
     )
 
 

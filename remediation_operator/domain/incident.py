@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from remediation_operator.domain import (
+    bounds,
     following,
     gates,
     ladder,
@@ -52,11 +53,11 @@ def observed(found: matching.Match | None) -> ObservedCondition | None:
     condition = None if found is None else found.condition
     if condition is None:
         return None
-    return ObservedCondition(
-        condition.type,
-        condition.status,
-        condition.reason,
-        condition.message,
+    return ObservedCondition(  # copied into the status: outside text, so bounded
+        bounds.cut(condition.type),
+        bounds.cut(condition.status),
+        bounds.cut(condition.reason),
+        bounds.cut(condition.message),
         condition.last_transition_time,
         condition.last_heartbeat_time,
     )

@@ -122,6 +122,9 @@ class RemediationState:
     """Our clock's `observed_at` of that condition when the step ended (None: not tracked).
     If it has moved since while the remote values did not, our clock saw a change the node
     did not make: a restart's first sighting."""
+    steps_dropped: int = 0
+    """Step records left out of `steps` (retries between a step's first and latest attempt:
+    domain.bounds), so the record stays bounded however often a step is retried."""
     node_created_at: datetime | None = None
     """The creationTimestamp of the Node the incident ran on (None: not recorded, an older
     Remediation). A Node of the same name created at another time is another machine (a

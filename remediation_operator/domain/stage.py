@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from remediation_operator.domain import bounds
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
@@ -97,6 +98,7 @@ def accompany(
     """Enter Running with a step that accompanies a rung (Validate after a repair, Diagnose
     before one): a new record, the rung's ladder position kept, its timeout recorded."""
     record = StepRecord(action, attempt, now, reason, message, location=location, timeout=timeout)
+    steps, dropped = bounds.appended(state.steps, record, state.steps_dropped)
     return replace(
         state,
         phase=Phase.Running,
@@ -107,6 +109,7 @@ def accompany(
         step_started_at=now,
         step_finished_at=None,
         step_outcome=None,
-        steps=(*state.steps, record),
+        steps=steps,
+        steps_dropped=dropped,
         next_check_at=check,
     )

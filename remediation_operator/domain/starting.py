@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from remediation_operator.domain import diagnosing, drain, gates, ladder, matching, messages
+from remediation_operator.domain import bounds, diagnosing, drain, gates, ladder, matching, messages
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
@@ -113,6 +113,7 @@ def begin(
     if ctx.dry_run:
         message = messages.dry_run_started(action, index, steps, attempt)
         record = StepRecord(action, attempt, now, Reason.DryRun, message, now, Outcome.Succeeded)
+        records, dropped = bounds.appended(state.steps, record, state.steps_dropped)
         started = replace(
             state,
             phase=Phase.Waiting,
@@ -124,7 +125,8 @@ def begin(
             step_started_at=first_started,
             step_finished_at=now,
             step_outcome=Outcome.Succeeded,
-            steps=(*state.steps, record),
+            steps=records,
+            steps_dropped=dropped,
             boot_id_at_step_start=boot,
         )
         ctx.announce(started, Reason.DryRun, message, action=action)
@@ -140,9 +142,10 @@ def begin(
         record = replace(
             last, finished_at=None, outcome=None, reason=Reason.StepStarted, message=message
         )
-        records = (*state.steps[:-1], record)
+        records, dropped = (*state.steps[:-1], record), state.steps_dropped
     else:
-        records = (*state.steps, StepRecord(action, attempt, now, Reason.StepStarted, message))
+        new = StepRecord(action, attempt, now, Reason.StepStarted, message)
+        records, dropped = bounds.appended(state.steps, new, state.steps_dropped)
     started = replace(
         state,
         phase=Phase.Running,
@@ -155,6 +158,7 @@ def begin(
         step_finished_at=None,
         step_outcome=None,
         steps=records,
+        steps_dropped=dropped,
         boot_id_at_step_start=boot if not reopened else state.boot_id_at_step_start,
         cordoned_by_us=cordoned_by_us,
         next_check_at=check,

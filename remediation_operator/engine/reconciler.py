@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
-from remediation_operator.domain import gates, planner
+from remediation_operator.domain import bounds, gates, planner
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.drain import before_restart
 from remediation_operator.domain.drain import plan as drain_plan
@@ -758,7 +758,7 @@ async def reconcile(
             nodes=selected,
             active={n: r.state for n, r in active.items()},
             finished=run.finished(),
-            observations=observed.observations,
+            observations={n: bounds.observation(o) for n, o in observed.observations.items()},
             approvals={n: a for n, r in active.items() if (a := approvals(r.annotations))},
             breakers=breakers,
             not_ready_elsewhere=not_ready_elsewhere(nodes, selected, active),

@@ -60,9 +60,7 @@ def finished_at(job: Mapping[str, Any]) -> datetime | None:
     for condition in status.get("conditions") or []:
         condition = _dict(condition)
         if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
-            return _time(condition.get("lastTransitionTime")) or _time(
-                status.get("completionTime")
-            )
+            return _time(condition.get("lastTransitionTime")) or _time(status.get("completionTime"))
     return None
 
 
@@ -173,9 +171,7 @@ class JobJanitor:
                 await self._delete(key)
             except Exception as error:  # retried at the next sweep
                 if self._log is not None:
-                    self._log.warning(
-                        "executor_job_delete_failed", job=key.name, error=repr(error)
-                    )
+                    self._log.warning("executor_job_delete_failed", job=key.name, error=repr(error))
                 continue
             self._jobs.pop(key, None)
             self._orphaned.pop(key, None)

@@ -23,6 +23,7 @@ from datetime import timedelta
 
 import kopf
 
+from remediation_operator.api import input_limits
 from remediation_operator.handlers import heap, kopf_handlers
 from remediation_operator.handlers.runtime import Runtime, Settings
 from remediation_operator.k8s import leader
@@ -136,6 +137,7 @@ async def operate(options: Options, stop: asyncio.Event | None = None) -> None:
 
 def main(options: Options) -> int:
     logs.configure(options.log_format, options.log_level)
+    input_limits.allow_deep_documents()  # kopf reads and copies every policy, however deep
     log = logs.get("remediation_operator.process", identity=options.settings.identity)
     try:
         asyncio.run(operate(options))

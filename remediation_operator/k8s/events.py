@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from remediation_operator.domain import bounds
 from remediation_operator.k8s.client import ApiError, Client, path
 
 EVENT_NAMESPACE = "default"
@@ -79,7 +80,7 @@ class EventRecorder:
             "metadata": {"name": name, "namespace": namespace},
             "involvedObject": involved,
             "reason": reason,
-            "message": message[:1024],
+            "message": bounds.cut(message),
             "type": type_,
             "count": 1,
             "firstTimestamp": _timestamp(now),

@@ -9,11 +9,38 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
 
+from remediation_operator.domain import bounds
+
 FORMATS = ("json", "console")
+LIST_ITEMS = 100
+"""Items kept of a list field (a `reconciled` line lists what a plan applied)."""
+
+
+def _bounded_value(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return bounds.cut(value, limit)
+    if isinstance(value, list | tuple) and (
+        len(value) > LIST_ITEMS or any(isinstance(v, str) and len(v) > limit for v in value)
+    ):
+        kept = [bounds.cut(v, limit) if isinstance(v, str) else v for v in value[:LIST_ITEMS]]
+        if len(value) > LIST_ITEMS:
+            kept.append(f"…and {len(value) - LIST_ITEMS} more")
+        return kept
+    return value
+
+
+def bounded(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Every field of a log line within `bounds.LOG_TEXT` characters (a traceback within four
+    times that): a log line never carries a megabyte copied from the cluster (D52)."""
+    for key, value in event.items():
+        limit = 4 * bounds.LOG_TEXT if key == "exception" else bounds.LOG_TEXT
+        event[key] = _bounded_value(value, limit)
+    return event
 
 
 class _Stderr:
@@ -47,7 +74,7 @@ def configure(log_format: str = "json", level: str = "info") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[*shared, structlog.processors.format_exc_info, renderer],
+        processors=[*shared, structlog.processors.format_exc_info, bounded, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
@@ -59,6 +86,7 @@ def configure(log_format: str = "json", level: str = "info") -> None:
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
+                bounded,
                 renderer,
             ],
             foreign_pre_chain=[

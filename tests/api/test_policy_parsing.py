@@ -310,7 +310,22 @@ def test_budget_rules(
             {"spec.actions.gpuReset.executor": "'Ssh'"},
         ),
         ({"actions": {"replace": {"provider": "Manual"}}}, {}),
-        ({"actions": {"reboot": {"jobTemplate": {"anything": {"goes": [1]}}}}}, {}),
+        (  # free-form, but a Job (issue 24: check-policy said ok to this)
+            {"actions": {"reboot": {"jobTemplate": {"anything": {"goes": [1]}}}}},
+            {"spec.actions.reboot.jobTemplate": "is not a Job template"},
+        ),
+        (
+            {
+                "actions": {
+                    "reboot": {
+                        "jobTemplate": {
+                            "spec": {"containers": [{"name": "c", "image": "i", "x": {"y": [1]}}]}
+                        }
+                    }
+                }
+            },
+            {},
+        ),
     ],
 )
 def test_fleet_setting_rules(

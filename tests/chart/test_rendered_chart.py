@@ -40,7 +40,8 @@ CLUSTER_RULES = frozenset(
 )
 LEASE_RULES = frozenset({("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")})
 EXECUTOR_RULES = frozenset(
-    {("batch", "jobs", v) for v in ("get", "list", "watch", "create")} | {("", "events", "list")}
+    {("batch", "jobs", v) for v in ("get", "list", "watch", "create", "delete")}
+    | {("", "events", "list")}
 )
 
 CONTRACT_METRICS = frozenset(

@@ -46,7 +46,7 @@ def cordon_then_drain() -> list[dict[str, Any]]:
     ]
 
 
-def annotations(cluster: Cluster, node: str) -> dict[str, str]:
+def node_annotations(cluster: Cluster, node: str) -> dict[str, str]:
     return dict(((cluster.node(node) or {}).get("metadata") or {}).get("annotations") or {})
 
 
@@ -61,7 +61,7 @@ async def open_protected_incident(cluster: Cluster, node: str) -> None:
     cluster.fleet.inject(node, "xid-62")
     await eventually(lambda: has_our_taint(cluster.node(node)), what="our taint")
     await eventually(
-        lambda: annotations(cluster, node).get("karpenter.sh/do-not-disrupt") == "true",
+        lambda: node_annotations(cluster, node).get("karpenter.sh/do-not-disrupt") == "true",
         what="do-not-disrupt during the drain",
     )
     await eventually(lambda: reason(cluster, node) == "WaitingToEscalate", what="drained")
@@ -80,7 +80,7 @@ async def test_a_node_relabelled_out_of_the_selector_is_given_back(cluster: Clus
     assert reason(cluster, node) == "NodeUnselected"
     await eventually(lambda: not has_our_taint(cluster.node(node)), what="taint removed")
     await eventually(
-        lambda: not any(key in annotations(cluster, node) for key in OURS),
+        lambda: not any(key in node_annotations(cluster, node) for key in OURS),
         what="our annotations removed",
     )
     assert not (cluster.node(node) or {}).get("spec", {}).get("unschedulable")
@@ -101,7 +101,7 @@ async def test_an_administrators_cordon_survives_leaving_the_selector(cluster: C
     await eventually(lambda: reason(cluster, node) == "NodeUnselected", what="incident closed")
     await eventually(lambda: not has_our_taint(cluster.node(node)), what="taint removed")
     await eventually(
-        lambda: "karpenter.sh/do-not-disrupt" not in annotations(cluster, node),
+        lambda: "karpenter.sh/do-not-disrupt" not in node_annotations(cluster, node),
         what="do-not-disrupt removed",
     )
     assert cluster.node(node)["spec"]["unschedulable"] is True  # type: ignore[index]

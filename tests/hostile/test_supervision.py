@@ -128,7 +128,11 @@ async def test_a_one_shot_task_that_succeeds_is_not_restarted_and_cancel_stops_a
         ran.append(1)
 
     supervisor.spawn("initial-sync", once, once=True)
-    supervisor.spawn("policy/gpu", lambda: asyncio.Event().wait())
+
+    async def forever() -> None:
+        await asyncio.Event().wait()
+
+    supervisor.spawn("policy/gpu", forever)
     for _ in range(5):
         await asyncio.sleep(0)
     assert ran == [1]

@@ -40,7 +40,9 @@ async def test_a_line_larger_than_aiohttps_limit_is_read_whole() -> None:
     pieces = [big[i : i + 65_536] for i in range(0, len(big), 65_536)]
     found = await lines(Chunks(b'{"type":"BOOKMARK"}\n', *pieces, b"\n" + event("x") + b"\n"))
     assert [len(line) for line in found] == [19, len(big), len(event("x"))]
-    assert client._watch_event(found[1])["object"]["status"]["message"] == "m" * 3_000_000
+    parsed = client._watch_event(found[1])
+    assert parsed is not None
+    assert parsed["object"]["status"]["message"] == "m" * 3_000_000
 
 
 async def test_several_lines_in_one_chunk_and_a_last_line_without_newline() -> None:
