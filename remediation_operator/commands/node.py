@@ -1,4 +1,4 @@
-"""`remediation-operator node reset|reboot`: the node-side steps, run by the executor Jobs.
+"""`remediation-operator node reset|reboot|validate`: the node-side steps, run by the executor Jobs.
 
 Each prints one JSON result and writes it to the pod's termination message
 (`--termination-log`, /dev/termination-log by default), which the operator reads into the
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from remediation_operator.node.platform import Platform
     from remediation_operator.node.result import Result
 
-SUMMARY = "Run a remediation step on this GPU node (executor Jobs): reset, reboot."
+SUMMARY = "Run a remediation step on this GPU node (executor Jobs): reset, reboot, validate."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     reset.add_argument("--clients-timeout", type=float, default=300.0, metavar="SECONDS")
     reset.add_argument("--fabric-timeout", type=float, default=120.0, metavar="SECONDS")
     reset.add_argument("--node", default=os.environ.get("NODE_NAME", ""))
+    validate = steps.add_parser("validate", help="check the GPUs after a repair")
+    validate.add_argument(
+        "--level", type=int, default=int(os.environ.get("REMEDIATION_DIAG_LEVEL", "2") or 2)
+    )
+    validate.add_argument("--expected-gpus", type=int, default=None)
+    validate.add_argument("--ready-timeout", type=float, default=600.0, metavar="SECONDS")
+    validate.add_argument(
+        "--hostengine", default="localhost:5555", help="the node's DCGM host engine ('' skips)"
+    )
     reboot = steps.add_parser("reboot", help="reboot the node once (bootID-guarded)")
     reboot.add_argument(
         "--expected-boot-id", default=os.environ.get("REMEDIATION_EXPECTED_BOOT_ID", "")
@@ -56,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
 
         settings = reboot.Settings(args.expected_boot_id, args.boot_id_file, args.state_dir)
         outcome = reboot.reboot(found, host.run, settings, lambda: datetime.now(UTC))
+    elif args.step == "validate":
+        from remediation_operator.node import validate
+
+        checks = validate.Settings(
+            args.level, args.expected_gpus, args.ready_timeout, args.hostengine
+        )
+        outcome = validate.Validate(found, host.run, checks, time.sleep, time.monotonic)()
     else:
         outcome = _reset(args, found)
     result.write(outcome, args.termination_log)
