@@ -5,7 +5,7 @@ CRD field and the new default arrive while the user's own value stays; then "Uni
 
 Real: kube-apiserver + etcd (tests/e2e/control_plane.py; skipped without the binaries), the
 shipped helm (.venv/bin/helm), kubectl, the charts. Faked: the previous chart version is a copy
-of today's chart with one CRD field removed, an older reboot image tag and version 0.0.9 (the
+of today's chart with one CRD field removed, an older diagnostics image tag and version 0.0.9 (the
 repository has no released chart to download). No operator pod runs (the server has no
 kubelet); what is checked is what Helm and the API server did.
 """
@@ -32,7 +32,7 @@ NAMESPACE = "remediation-system"
 POLICIES_CRD = "remediationpolicies.remediation.gpuops.io"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 REMOVED_FIELD = "startupGrace"
-OLD_REBOOT_TAG = "12.11-slim"
+OLD_DIAGNOSE_TAG = "4.2.2-1-ubuntu22.04"
 
 
 def commands(section: str) -> Iterator[str]:
@@ -54,7 +54,9 @@ def previous_chart(tmp: Path) -> Path:
     meta["version"] = "0.0.9"
     (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
     values = chart / "values.yaml"
-    values.write_text(values.read_text().replace("tag: 12.12-slim", f"tag: {OLD_REBOOT_TAG}"))
+    values.write_text(
+        values.read_text().replace("tag: 4.2.3-1-ubuntu22.04", f"tag: {OLD_DIAGNOSE_TAG}")
+    )
     crd_file = chart / "crds" / f"{POLICIES_CRD}.yaml"
     crd = yaml.safe_load(crd_file.read_text())
     for version in crd["spec"]["versions"]:
@@ -116,11 +118,11 @@ def spec_fields(cluster: RealCluster) -> set[str]:
     return set(schema["properties"]["spec"]["properties"])
 
 
-def reboot_image(cluster: RealCluster) -> str:
+def diagnose_image(cluster: RealCluster) -> str:
     config_map = cluster.admin.get(
         f"/api/v1/namespaces/{NAMESPACE}/configmaps/remediation-operator-job-templates"
     )
-    job = yaml.safe_load(config_map["data"]["reboot.yaml"])
+    job = yaml.safe_load(config_map["data"]["diagnose.yaml"])
     return str(job["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
@@ -140,7 +142,7 @@ def test_install_upgrade_and_uninstall_as_documented(
             " --set defaultPolicy.enabled=true"
         )
         assert REMOVED_FIELD not in spec_fields(real_cluster)
-        assert reboot_image(real_cluster).endswith(OLD_REBOOT_TAG)
+        assert diagnose_image(real_cluster).endswith(OLD_DIAGNOSE_TAG)
 
         # Today's "Upgrade" section, literally: adopt the CRDs, upgrade CRDs, upgrade release.
         upgrade = list(commands("Upgrade"))
@@ -154,7 +156,7 @@ def test_install_upgrade_and_uninstall_as_documented(
         assert REMOVED_FIELD in spec_fields(real_cluster), "the CRD upgrade did not arrive"
         crd = real_cluster.admin.get(CRD_PATH + POLICIES_CRD)
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
-        assert reboot_image(real_cluster).endswith(":12.12-slim"), "new default kept out"
+        assert diagnose_image(real_cluster).endswith(":4.2.3-1-ubuntu22.04"), "new default kept out"
         policy = "/apis/remediation.gpuops.io/v1alpha1/remediationpolicies/gpu-default"
         assert real_cluster.admin.get(policy)["spec"]["mode"] == "DryRun", "user value lost"
         history = shell(f"helm history remediation-operator -n {NAMESPACE} -o yaml")
