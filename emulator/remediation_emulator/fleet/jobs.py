@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -46,6 +47,7 @@ from remediation_emulator.fleet.node_program import (
     runs_program,
 )
 
+log = logging.getLogger(__name__)
 ACTION_LABEL = "remediation.gpuops.io/action"
 POD_PREFIX = "pod:"
 """Work-queue keys of Job pods (real Job controller mode) are `pod:<namespace>/<name>`."""
@@ -407,6 +409,15 @@ class JobRunner:
         action = job["metadata"].get("labels", {}).get(ACTION_LABEL)
         healthy = self._agent.validate(name) if action == "Validate" else True
         ran = await self.program.run(job, node, healthy)
+        # What the program did, for the sandbox's log (`make demo` shows the reset's clients).
+        log.info(
+            "node program on %s: %s %s (exit %d): %s",
+            name,
+            action,
+            ran.result.get("reason", ""),
+            ran.code,
+            "; ".join(str(a) for a in ran.result.get("actions") or []) or ran.message,
+        )
         if ran.code != 0:
             self._said[attempt] = json.dumps(ran.result)[:1000]
             return False
