@@ -210,7 +210,17 @@ async def test_deleting_the_job_of_a_removed_validation_is_no_failed_validation(
     (job,) = await eventually(
         lambda: jobs_of(cluster, "Validate"), within=30, what="a Validate Job"
     )
-    cluster.api.store.patch("remediationpolicies", "gpu", {"spec": {"validation": None}})
+    changed = cluster.api.store.patch("remediationpolicies", "gpu", {"spec": {"validation": None}})
+    generation = changed["metadata"]["generation"]
+    # The Job goes once the operator took in the change (else it re-creates the Job from the
+    # policy it still knows, which then runs and times out: a check that ran).
+    await eventually(
+        lambda: any(
+            c.get("type") == "Accepted" and c.get("observedGeneration") == generation
+            for c in cluster.policy_status().get("conditions") or []
+        ),
+        what="the policy change accepted",
+    )
     cluster.api.store.delete("jobs", job["metadata"]["name"], NAMESPACE)
 
     await assert_held_without_climbing(cluster, node, "no Job template for Validate")
