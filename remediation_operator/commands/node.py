@@ -1,4 +1,4 @@
-"""`remediation-operator node reset|reboot|validate`: the node-side steps, run by the executor Jobs.
+"""`remediation-operator node reset|reboot|validate|collect`: the node-side steps (Jobs).
 
 Each prints one JSON result and writes it to the pod's termination message
 (`--termination-log`, /dev/termination-log by default), which the operator reads into the
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from remediation_operator.node.platform import Platform
     from remediation_operator.node.result import Result
 
-SUMMARY = "Run a remediation step on this GPU node (executor Jobs): reset, reboot, validate."
+SUMMARY = (
+    "Run a remediation step on this GPU node (executor Jobs): reset, reboot, validate, collect."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +96,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     validate.add_argument(
         "--hostengine", default="localhost:5555", help="the node's DCGM host engine ('' skips)"
     )
+    collect = steps.add_parser("collect", help="collect diagnostics before a destructive step")
+    collect.add_argument(
+        "--location",
+        default=os.environ.get("REMEDIATION_DIAGNOSTICS_LOCATION", ""),
+        help="this run's location (default REMEDIATION_DIAGNOSTICS_LOCATION)",
+    )
+    collect.add_argument(
+        "--claim-dir",
+        default=os.environ.get("REMEDIATION_DIAGNOSTICS_DIR", ""),
+        help="a pvc:// destination's mounted directory (default REMEDIATION_DIAGNOSTICS_DIR)",
+    )
+    collect.add_argument(
+        "--host-dir",
+        default="/var/log/remediation-operator",
+        help="on the host: where the files are kept per node otherwise",
+    )
+    collect.add_argument(
+        "--upload",
+        default=os.environ.get("REMEDIATION_DIAGNOSTICS_UPLOAD", ""),
+        help="a command run afterwards, {dir} and {location} replaced (e.g. an s3 copy)",
+    )
+    collect.add_argument(
+        "--hostengine", default="localhost:5555", help="the node's DCGM host engine ('' skips)"
+    )
     reboot = steps.add_parser("reboot", help="reboot the node once (bootID-guarded)")
     reboot.add_argument(
         "--expected-boot-id",
@@ -121,6 +147,13 @@ def run(args: argparse.Namespace) -> int:
 
         settings = reboot.Settings(args.expected_boot_id, args.boot_id_file, args.state_dir)
         outcome = reboot.reboot(found, host.run, settings, lambda: datetime.now(UTC))
+    elif args.step == "collect":
+        from remediation_operator.node import collect
+
+        where = collect.Settings(
+            args.location, args.claim_dir, args.host_dir, args.upload, args.hostengine
+        )
+        outcome = collect.collect(found, host.run, where)
     elif args.step == "validate":
         from remediation_operator.node import validate
 
