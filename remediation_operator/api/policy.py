@@ -507,7 +507,8 @@ class Drain(SpecModel):
     gpu_pods_only_before_reset: bool = False
     """A Drain whose next step is GPUReset moves only the pods that request `nvidia.com/gpu`
     (CPU-only system pods keep running through the reset). If the ladder goes on to Reboot,
-    the pods left are not evicted first: they stop with the node."""
+    the Reboot first evicts the pods left under the full drain rules (PodDisruptionBudgets
+    honoured; reason EvictingBeforeReboot names them) and reboots only once none remains."""
 
 
 class Diagnostics(SpecModel):

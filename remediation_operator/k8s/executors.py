@@ -206,6 +206,8 @@ class Said:
 
     message: str
     permanent: bool = False
+    not_run: bool = False
+    """The node program could not check anything (outcome NotRun): no verdict."""
 
 
 _SAID_LIMIT = 600
@@ -234,7 +236,12 @@ def node_said(text: str) -> Said | None:
     ]
     if failed:
         message += f" (failed: {', '.join(failed[:4])}{' ...' if len(failed) > 4 else ''})"
-    return Said(message[:_SAID_LIMIT], permanent=body.get("outcome") == "PermanentFailure")
+    outcome = body.get("outcome")
+    return Said(
+        message[:_SAID_LIMIT],
+        permanent=outcome in ("PermanentFailure", "NotRun"),
+        not_run=outcome == "NotRun",
+    )
 
 
 def agent_request(remediation: str, action: Action, attempt: int) -> str:
@@ -351,6 +358,7 @@ class Executors:
                         Progress.Failed,
                         f"Job {name} failed: {said.message}",
                         permanent=said.permanent,
+                        not_run=said.not_run,
                     )
                 return Status(Progress.Failed, f"Job {name} failed: {detail}")
         if not _has_pods(job):
@@ -371,7 +379,12 @@ class Executors:
             key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""),
         )
         for pod in reversed(items):
-            for container in (pod.get("status") or {}).get("containerStatuses") or []:
+            status = pod.get("status") or {}
+            ended = [
+                *(status.get("containerStatuses") or []),
+                *(status.get("initContainerStatuses") or []),
+            ]
+            for container in ended:
                 terminated = (container.get("state") or {}).get("terminated") or {}
                 said = node_said(str(terminated.get("message") or ""))
                 if said is not None:

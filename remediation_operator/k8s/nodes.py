@@ -74,7 +74,8 @@ async def cordon(
     The same patch records `quarantined-by: <policy>` and, only when this write is the one
     that flips spec.unschedulable, `uncordon-on-release: "true"`. The engine cordons before it
     writes the Remediation (docs/decisions.md D14), so after a crash in between, these
-    annotations are how the next leader knows the cordon was ours and whether to undo it.
+    annotations are how the next leader knows the cordon was ours and whether to undo it. The
+    same write sets `karpenter.sh/do-not-disrupt` (D56), which the release removes.
     Deciding "we flipped it" here, on the body the resourceVersion precondition pins, is
     exact: an administrator's cordon racing ours makes our write fail with 409 and re-read.
     """
@@ -95,6 +96,10 @@ async def cordon(
             marks[names.QUARANTINED_BY] = policy
         if not unschedulable:
             marks[names.UNCORDON_ON_RELEASE] = "true"
+        if annotations.get(names.DO_NOT_DISRUPT) != "true":
+            # The cordon keeps the node from Karpenter's consolidation (D56); written here, the
+            # ProtectFromConsolidation that follows finds it set and writes nothing.
+            marks[names.DO_NOT_DISRUPT] = "true"
         patch: dict[str, Any] = {"spec": spec}
         if marks:
             patch["metadata"] = {"annotations": marks}

@@ -4,7 +4,8 @@ The operator reads the termination message of the Job's pod (at most 4096 bytes:
 limit for `terminationMessagePath`) into the step's record and Event, so the result says in
 its `message` what was found and done first, and its details after. `outcome` is Succeeded,
 Failed (another attempt may work) or PermanentFailure (none will on this node: the ladder
-climbs at once); the process exits 0, 1 or 2 to match.
+climbs at once) or NotRun (a validation that could not check anything: no verdict, the
+operator holds the node); the process exits 0, 1, 2 or 3 to match.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ class Outcome(StrEnum):
     Succeeded = "Succeeded"
     Failed = "Failed"
     PermanentFailure = "PermanentFailure"
+    NotRun = "NotRun"
+    """A check that could not run (the GPU stack never came up): no verdict on the GPU."""
 
 
-EXIT_CODES = {Outcome.Succeeded: 0, Outcome.Failed: 1, Outcome.PermanentFailure: 2}
+EXIT_CODES = {
+    Outcome.Succeeded: 0,
+    Outcome.Failed: 1,
+    Outcome.PermanentFailure: 2,
+    Outcome.NotRun: 3,
+}
 
 
 @dataclass(frozen=True)

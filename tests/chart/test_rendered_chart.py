@@ -267,36 +267,73 @@ def test_only_executor_jobs_are_privileged(
         assert container["securityContext"] == {"privileged": True}
 
 
-def test_gpu_reset_job_resets_through_the_nvidia_toolkit(
-    rendered: dict[str, list[Document]],
-) -> None:
+OPERATOR_IMAGE = "ghcr.io/gpuops/remediation-operator:0.1.0"
+
+
+def node_program(job: Document) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod and container of a Job that runs the node program on the host root (D55)."""
+    pod: dict[str, Any] = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == OPERATOR_IMAGE, "the operator's own image"
+    assert container["command"][:4] == ["remediation-operator", "node", "--host-root", "/host"]
+    assert container["terminationMessagePolicy"] == "File"
+    assert {"name": "host", "hostPath": {"path": "/", "type": "Directory"}} in pod["volumes"]
+    assert {"name": "host", "mountPath": "/host"} in [
+        {k: v for k, v in m.items() if k != "readOnly"} for m in container["volumeMounts"]
+    ]
+    return pod, container
+
+
+def test_gpu_reset_job_runs_the_node_program(rendered: dict[str, list[Document]]) -> None:
     jobs = chart_check.job_templates(rendered["default"])
     assert set(jobs) == {"gpu-reset.yaml", "reboot.yaml", "validate.yaml", "diagnose.yaml"}
     job = jobs["gpu-reset.yaml"]
     assert job["apiVersion"] == "batch/v1"
     assert job["kind"] == "Job"
     assert job["spec"]["backoffLimit"] == 0
-    pod = job["spec"]["template"]["spec"]
+    pod, container = node_program(job)
     assert pod["restartPolicy"] == "Never"
-    assert pod["automountServiceAccountToken"] is False
-    # No RuntimeClass by default: EKS accelerated AMIs have none and would refuse the pod.
-    assert "runtimeClassName" not in pod
-    (container,) = pod["containers"]
-    assert container["image"] == "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
-    assert re.search(r"nvidia-smi --gpu-reset -i", container["args"][0])
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env == {"NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "utility"}
+    assert pod["automountServiceAccountToken"] is False, "clients: none needs no API access"
+    assert "runtimeClassName" not in pod, "nvidia-smi is the host's, through /host"
+    assert container["command"][-1] == "reset"
+    assert container["args"] == ["--clients=none", "--clients-timeout=300"]
+    (name,) = container["env"]
+    assert name == {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 
 
-def test_reboot_job_enters_the_host_and_asks_systemd(rendered: dict[str, list[Document]]) -> None:
+def test_stopping_gpu_clients_gets_the_reset_an_identity_for_its_node(
+    tools: chart_check.Tools,
+) -> None:
+    docs = chart_check.render(tools, overrides=["jobTemplates.gpuReset.clients=gpu-operator"])
+    pod, container = node_program(chart_check.job_templates(docs)["gpu-reset.yaml"])
+    assert container["args"][0] == "--clients=gpu-operator"
+    assert pod["serviceAccountName"] == "remediation-operator-node-program"
+    assert pod["automountServiceAccountToken"] is True
+    (role,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-node-program")
+    ]
+    assert chart_check.granted(role) == {
+        ("", "nodes", "get"),
+        ("", "nodes", "patch"),
+        ("", "pods", "list"),
+    }
+    (binding,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("-node-program")
+    ]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_reboot_job_runs_the_node_program_in_the_hosts_pid_namespace(
+    rendered: dict[str, list[Document]],
+) -> None:
     job = chart_check.job_templates(rendered["default"])["reboot.yaml"]
-    pod = job["spec"]["template"]["spec"]
+    pod, container = node_program(job)
     assert pod["hostPID"] is True
-    (container,) = pod["containers"]
-    assert container["command"] == [
-        "nsenter", "-t", "1", "-m", "-u", "-i", "-n", "-p", "--", "systemctl", "reboot",
-    ]  # fmt: skip
-    assert container["image"] == "docker.io/library/debian:12.12-slim"
+    assert container["command"][-1] == "reboot"
 
 
 def test_job_templates_are_mounted_where_the_flag_points(
@@ -453,12 +490,11 @@ def test_executor_images_can_come_from_a_mirror_pinned_by_digest(
         name: job["spec"]["template"]["spec"]["containers"][0]["image"]
         for name, job in jobs.items()
     }
+    operator = operator_container(rendered["monitoring-policy-values"])["image"]
     assert images == {
-        "gpu-reset.yaml": "mirror.example.com/nvidia/cuda:12.8.1-base-ubuntu24.04@sha256:"
-        + "1" * 64,
-        "reboot.yaml": "mirror.example.com/library/debian:12.12-slim@sha256:" + "2" * 64,
-        "validate.yaml": "mirror.example.com/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:"
-        + "3" * 64,
+        "gpu-reset.yaml": operator,
+        "reboot.yaml": operator,
+        "validate.yaml": operator,
         "diagnose.yaml": "mirror.example.com/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:"
         + "4" * 64,
     }
@@ -527,19 +563,16 @@ def test_people_get_view_edit_and_approver_roles_the_operator_is_not_bound_to(
 def test_validation_job_runs_dcgm_diagnostics_at_the_policys_level(
     rendered: dict[str, list[Document]],
 ) -> None:
-    """The shipped validation (spec.validation without a jobTemplate): nvidia-smi checks, then
-    `dcgmi diag -r` at the level the operator puts in REMEDIATION_DIAG_LEVEL (D37)."""
+    """The shipped validation (spec.validation without a jobTemplate): the node program's
+    `validate` (nvidia-smi checks, then `dcgmi diag -r $REMEDIATION_DIAG_LEVEL` against the
+    node's host engine on the host network, D37, D55)."""
     job = chart_check.job_templates(rendered["default"])["validate.yaml"]
     assert job["spec"]["backoffLimit"] == 0
-    pod = job["spec"]["template"]["spec"]
+    pod, container = node_program(job)
     assert pod["restartPolicy"] == "Never"
-    (container,) = pod["containers"]
-    assert container["image"] == "nvcr.io/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04"
-    script = container["args"][0]
-    assert 'dcgmi diag -r "${REMEDIATION_DIAG_LEVEL:-2}"' in script
-    assert "nvidia-smi --query-gpu" in script
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert pod["hostNetwork"] is True
+    assert container["command"][-1] == "validate"
+    assert container["args"] == ["--hostengine=localhost:5555", "--ready-timeout=600"]
 
 
 def test_diagnostics_job_collects_the_bug_report_kernel_log_and_dcgm_output(

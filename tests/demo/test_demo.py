@@ -28,7 +28,7 @@ def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
             "--fault-rate",
             "0",
             "--duration",
-            "45",
+            "75",  # the reset-class fault reaches its GPU reset after about 40 s
             "--workdir",
             str(workdir),
         ],
@@ -52,3 +52,10 @@ def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
     assert not (workdir / "kubeconfig").exists()
     assert (workdir / "operator.log").exists()
     assert (workdir / "sandbox.log").exists()
+    # The reset-class fault's GPU reset ran the node program against the fake GPU node: it
+    # stopped the GPU clients, reset every GPU in one command and restored them (D55).
+    log = (workdir / "sandbox.log").read_text()
+    (reset,) = [line for line in log.splitlines() if "node program on gpu-0004: GPUReset" in line]
+    assert "stopped GPU clients: nvidia.com/gpu.deploy.device-plugin=false" in reset
+    assert "--gpu-reset -i GPU-" in reset
+    assert "restored GPU clients" in reset

@@ -32,8 +32,9 @@ async def test_a_node_held_cordoned_is_not_disruptable_until_released(cluster: C
     await eventually(lambda: is_cordoned_by_us(cluster.node(node)), what="cordoned")
     await eventually(lambda: annotation(cluster, node) == "true", what="do-not-disrupt set")
     await eventually(
-        lambda: (cluster.remediation(node) or {}).get("status", {}).get("reason")
-        == "LadderExhausted",
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("reason") == "LadderExhausted"
+        ),
         what="held for a human",
     )
     assert annotation(cluster, node) == "true"

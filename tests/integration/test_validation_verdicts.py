@@ -210,7 +210,17 @@ async def test_deleting_the_job_of_a_removed_validation_is_no_failed_validation(
     (job,) = await eventually(
         lambda: jobs_of(cluster, "Validate"), within=30, what="a Validate Job"
     )
-    cluster.api.store.patch("remediationpolicies", "gpu", {"spec": {"validation": None}})
+    changed = cluster.api.store.patch("remediationpolicies", "gpu", {"spec": {"validation": None}})
+    generation = changed["metadata"]["generation"]
+    # The Job goes once the operator took in the change (else it re-creates the Job from the
+    # policy it still knows, which then runs and times out: a check that ran).
+    await eventually(
+        lambda: any(
+            c.get("type") == "Accepted" and c.get("observedGeneration") == generation
+            for c in cluster.policy_status().get("conditions") or []
+        ),
+        what="the policy change accepted",
+    )
     cluster.api.store.delete("jobs", job["metadata"]["name"], NAMESPACE)
 
     await assert_held_without_climbing(cluster, node, "no Job template for Validate")
@@ -245,3 +255,37 @@ async def test_a_fault_reported_again_during_validation_resumes_the_ladder(
     assert (validate["outcome"], validate["reason"]) == ("PermanentFailure", "FaultReturned")
     assert "reported again" in validate["message"]
     assert "escalating to Reboot" in validate["message"]
+
+
+@pytest.mark.fleet(config=RESET_FIXES)
+async def test_a_validation_refused_by_pod_security_holds_the_node(cluster: Cluster) -> None:
+    """The Job controller cannot create the pod and says so in a FailedCreate Event (the
+    emulator has no Job controller: the test writes that Event, as kube-controller-manager
+    does, on a Job that never gets a pod)."""
+    node = cluster.node_names()[0]
+    never = template()
+    never["spec"]["suspend"] = True  # no pod, as when admission refuses every one
+    cluster.apply(reset_then_reboot({"timeout": "30s", "jobTemplate": never}))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+    (job,) = await eventually(
+        lambda: jobs_of(cluster, "Validate"), within=30, what="a Validate Job"
+    )
+    name = job["metadata"]["name"]
+    cluster.api.store.create(
+        "events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.refused", "namespace": NAMESPACE},
+            "involvedObject": {"kind": "Job", "name": name, "namespace": NAMESPACE},
+            "reason": "FailedCreate",
+            "type": "Warning",
+            "message": f'Error creating: pods "{name}-x" is forbidden: violates PodSecurity'
+            ' "restricted:latest": privileged',
+        },
+        NAMESPACE,
+    )
+
+    await assert_held_without_climbing(cluster, node, "violates PodSecurity")

@@ -169,8 +169,10 @@ async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honour
     cluster.fleet.inject(node, "xid-62")
 
     await eventually(
-        lambda: (cluster.remediation(node) or {}).get("status", {}).get("reason")
-        == "EvictingBeforeReboot",
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("reason")
+            == "EvictingBeforeReboot"
+        ),
         within=40,
         what="the reboot waiting for the pods the drain left",
     )
@@ -178,8 +180,10 @@ async def test_a_reboot_after_a_gpu_only_drain_first_evicts_the_pods_left_honour
     assert status["step"] == "Reboot"
     assert "default/log-shipper" in status["message"]
     await eventually(
-        lambda: "PodDisruptionBudget default/log-shipper"
-        in (cluster.remediation(node) or {}).get("status", {}).get("message", ""),
+        lambda: (
+            "PodDisruptionBudget default/log-shipper"
+            in (cluster.remediation(node) or {}).get("status", {}).get("message", "")
+        ),
         within=30,
         what="the budget named",
     )

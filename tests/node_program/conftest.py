@@ -58,7 +58,7 @@ class FakeNode:
             ],
             capture_output=True,
             text=True,
-            env=fake.environment(self.path),
+            env={**fake.environment(self.path), "FAKE_GPU_NODE_HOST": str(self.host_root)},
             cwd=ROOT,
             check=False,
             timeout=60,

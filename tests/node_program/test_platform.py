@@ -25,7 +25,9 @@ def test_gpu_operator_driver_root_is_used_for_nvidia_smi(tmp_path: Path) -> None
     found = platform.detect(root)
     assert found.driver_root == "/run/nvidia/driver"
     assert found.smi() == ["chroot", f"{root}/run/nvidia/driver", "nvidia-smi"]
-    assert found.reboot() is not None and found.reboot()[-2:] == ["systemctl", "reboot"]
+    command = found.reboot()
+    assert command is not None
+    assert command[-2:] == ["systemctl", "reboot"]
 
 
 def test_eks_ami_and_bottlerocket_are_told_apart(tmp_path: Path) -> None:

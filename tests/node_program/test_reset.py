@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from remediation_emulator.gpunode import state as fake
 from remediation_operator.node import clients, host, platform, reset
 from remediation_operator.node.result import Outcome, Result
@@ -80,7 +82,8 @@ def test_a_busy_gpu_is_a_transient_failure_naming_the_process(node: FakeNode) ->
     node.write(fake.node([fake.gpu(0), busy]))
     code, result, _ = node.run("reset")
     assert (code, result["outcome"], result["reason"]) == (1, "Failed", "GpusBusy")
-    assert "python3 (4242)" in result["message"] and UUIDS[3] in result["message"]
+    assert "python3 (4242)" in result["message"]
+    assert UUIDS[3] in result["message"]
     assert not resets(node)
 
 
@@ -186,18 +189,19 @@ def test_without_stopping_the_clients_the_reset_fails_busy(node: FakeNode) -> No
     node.write(fake.node(2, holders=["nvidia-device-plugin"]))
     code, result, _ = node.run("reset")
     assert (code, result["reason"]) == (1, "ResetFailed")
-    assert "other error" in result["message"] and "In use by another client" in result["message"]
+    assert "other error" in result["message"]
+    assert "In use by another client" in result["message"]
 
 
 def test_presets_and_custom_clients_are_checked() -> None:
     custom = clients.preset("custom", ["example.com/gpu-clients=off"], ["kube-system/app=dp"])
     assert custom.labels == {"example.com/gpu-clients": "off"}
     assert custom.pods == (clients.PodSet("kube-system", "app=dp"),)
-    for bad in (("nope", [], []), ("custom", ["novalue"], []), ("custom", [], ["noslash"])):
-        try:
-            clients.preset(*bad)
-        except ValueError as error:
-            assert str(error).startswith("--")
-        else:
-            raise AssertionError(f"{bad} accepted")
+    for name, labels, pods in (
+        ("nope", [], []),
+        ("custom", ["novalue"], []),
+        ("custom", [], ["noslash"]),
+    ):
+        with pytest.raises(ValueError, match=r"^--"):
+            clients.preset(name, labels, pods)
     assert list(itertools.chain(clients.PRESETS)) == ["gpu-operator", "eks", "none"]

@@ -70,4 +70,12 @@ async def test_a_transient_result_may_be_retried_and_other_images_are_quoted() -
 
 def test_a_long_message_is_cut() -> None:
     said = node_said("x" * 5000)
-    assert said is not None and len(said.message) == 600
+    assert said is not None
+    assert len(said.message) == 600
+
+
+async def test_a_validation_that_could_not_check_anything_is_no_verdict() -> None:
+    notrun = Result("validate", Outcome.NotRun, "GpuStackNotReady", "the GPU stack was not ready")
+    found = await status("Failed", [ended(notrun.termination_message())])
+    assert (found.progress, found.not_run) == (Progress.Failed, True)
+    assert "GpuStackNotReady" in found.message

@@ -33,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EMULATOR = tomllib.loads((ROOT / "emulator" / "pyproject.toml").read_text())["project"]
-OPERATOR_COMMANDS = {"check-policy", "crds", "run", "simulate"}
+OPERATOR_COMMANDS = {"check-policy", "crds", "node", "run", "simulate"}
 EMULATOR_COMMANDS = {"demo", "sandbox"}
 SIZE_LIMIT_MB = 100
 """Issue 14's target for the installed operator (site-packages without pip and setuptools,

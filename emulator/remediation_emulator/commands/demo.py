@@ -162,6 +162,9 @@ class _Demo:
                 "demo",
                 "--seed",
                 str(self.args.seed),
+                "--node-program",
+                "--log-level",
+                "info",
                 "--kubeconfig",
                 str(self.kubeconfig),
             ],
@@ -343,9 +346,19 @@ class _Demo:
                 for c in n.get("status", {}).get("conditions") or []
             )
         )
+        # The GPU reset stops the GPU clients with the GPU Operator's node labels and restores
+        # them afterwards: a node shows here while its device plugin is stopped.
+        stopped = sum(
+            1
+            for n in items
+            if (n.get("metadata", {}).get("labels") or {}).get(
+                "nvidia.com/gpu.deploy.device-plugin"
+            )
+            == "false"
+        )
         return (
             f"Fleet: {len(items)} nodes, {cordoned} cordoned, {quarantined} quarantined by us, "
-            f"{not_ready} not Ready."
+            f"{not_ready} not Ready, {stopped} with GPU clients stopped for a reset."
         )
 
 

@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for every random choice")
     parser.add_argument(
+        "--node-program",
+        action="store_true",
+        help="run executor Jobs that call `remediation-operator node` against a fake GPU node"
+        " per node instead of pretending (docs/emulator.md)",
+    )
+    parser.add_argument(
         "--speed",
         default="demo",
         choices=("fast", "demo", "realistic"),
@@ -99,7 +105,9 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    settings = config.PROFILES[args.speed].with_(fault_rate_per_node_hour=args.fault_rate)
+    settings = config.PROFILES[args.speed].with_(
+        fault_rate_per_node_hour=args.fault_rate, node_program=args.node_program
+    )
     async with apiserver.serve(host=args.host, port=args.port) as api:
         token = kubeconfig.token_for(FLEET_USER)
         connection = Connection(api.url, headers={"Authorization": f"Bearer {token}"})

@@ -69,6 +69,12 @@ class KubeClient:
         self._retry_base = retry_base
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def connection(self) -> Connection:
+        """Where this client talks to, and as whom (what a process started for the fleet
+        needs to talk there too)."""
+        return self._connection
+
     async def __aenter__(self) -> KubeClient:
         return self
 

@@ -61,6 +61,9 @@ class FleetConfig:
     Job runner then plays the kubelet for the Jobs' pods (Running, then Succeeded or Failed)
     and leaves Job status to the controller. False: it writes Job status itself (the emulator,
     which has no Job controller)."""
+    node_program: bool = False
+    """Executor Jobs whose container runs `remediation-operator node ...` run that program,
+    against a fake GPU node per node (`node_program.py`), instead of being pretended."""
     workers: int = 4
     """Concurrent reconciles per controller."""
     http_concurrency: int = 32
@@ -69,7 +72,7 @@ class FleetConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("adopt_all_nodes", "job_controller"):
+            if f.name in ("adopt_all_nodes", "job_controller", "node_program"):
                 if not isinstance(value, bool):
                     raise ConfigError(f"fleet config {f.name}: expected true or false")
                 continue

@@ -25,6 +25,8 @@ the Job controller counts it, retries or finishes the Job, and deletes it after 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -37,7 +39,15 @@ from remediation_emulator.fleet.config import FleetConfig
 from remediation_emulator.fleet.controller import Controller
 from remediation_emulator.fleet.informer import Informer, version_number
 from remediation_emulator.fleet.kubelet import node_ready
+from remediation_emulator.fleet.node_program import (
+    DEVICE_PLUGIN_LABEL,
+    DEVICE_PLUGIN_PREFIX,
+    NodeProgram,
+    place_device_plugin,
+    runs_program,
+)
 
+log = logging.getLogger(__name__)
 ACTION_LABEL = "remediation.gpuops.io/action"
 POD_PREFIX = "pod:"
 """Work-queue keys of Job pods (real Job controller mode) are `pod:<namespace>/<name>`."""
@@ -94,6 +104,12 @@ def terminated_status(pod: Obj, now: datetime, *, succeeded: bool) -> dict[str, 
             "containerStatuses": containers,
         }
     }
+
+
+def _plugin_label(node: Obj | None) -> str | None:
+    labels = (node or {}).get("metadata", {}).get("labels") or {}
+    value = labels.get(DEVICE_PLUGIN_LABEL)
+    return str(value) if value is not None else None
 
 
 def pinned_node(job: Obj) -> str | None:
@@ -156,9 +172,13 @@ def succeeded_status(job: Obj, now: datetime) -> dict[str, Any]:
     }
 
 
-def failed_status(job: Obj, failed: int, now: datetime) -> dict[str, Any]:
+def failed_status(job: Obj, failed: int, now: datetime, said: str = "") -> dict[str, Any]:
     stamp = health.timestamp(now)
     message = "Job has reached the specified backoff limit"
+    if said:
+        # No pod carries a termination message here: the node program's result is shown in
+        # the condition instead (a real cluster has it on the pod, which the operator reads).
+        message = f"{message}: {said}"
     return {
         "status": {
             "active": None,
@@ -219,6 +239,10 @@ class JobRunner:
         """By Job uid: the resourceVersion of our latest status write (read-your-writes)."""
         self._outcomes: dict[str, bool] = {}
         """By Job uid + attempt: the decided outcome, so a failed status write is not re-rolled."""
+        self._said: dict[str, str] = {}
+        """By Job uid + attempt: what the node program said when it failed."""
+        self.program = NodeProgram(client.connection) if config.node_program else None
+        """Runs executor Jobs that call the node program against a fake GPU node."""
         self._pods: Informer | None = None
         jobs.subscribe(self._on_job)
         nodes.subscribe(self._on_node)
@@ -242,6 +266,12 @@ class JobRunner:
         self.controller.enqueue(key)
 
     def _on_node(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        if (
+            self.program is not None
+            and new is not None
+            and _plugin_label(old) != _plugin_label(new)
+        ):
+            self.controller.enqueue(DEVICE_PLUGIN_PREFIX + key)
         if old is not None and new is not None and node_ready(old) == node_ready(new):
             return
         for job in self._by_node.on(key):
@@ -257,6 +287,11 @@ class JobRunner:
     async def _reconcile(self, key: str) -> float | None:
         if key.startswith(POD_PREFIX):
             return await self._reconcile_pod(key)
+        if key.startswith(DEVICE_PLUGIN_PREFIX):
+            node = self._nodes.get(key[len(DEVICE_PLUGIN_PREFIX) :])
+            if node is not None:
+                await place_device_plugin(self._client, node)
+            return None
         job = self._jobs.get(key)
         if job is None:
             return None
@@ -290,7 +325,10 @@ class JobRunner:
         attempt = f"{uid}/{failed}"
         ok = self._outcomes.get(attempt)
         if ok is None:
-            ok = self._run_effect(job, node_name)
+            if self.program is not None and runs_program(job):
+                ok = await self._run_program(job, node, attempt)
+            else:
+                ok = self._run_effect(job, node_name)
             self._outcomes[attempt] = ok
         if ok:
             await self._status(job, succeeded_status(job, self._now()))
@@ -299,7 +337,8 @@ class JobRunner:
             self._runs[uid] = clock
             return self._duration(job)
         else:
-            await self._status(job, failed_status(job, failed + 1, self._now()))
+            said = self._said.get(attempt, "")
+            await self._status(job, failed_status(job, failed + 1, self._now(), said))
         self._runs.pop(uid, None)
         return None
 
@@ -361,6 +400,32 @@ class JobRunner:
             raise
         uid = str(meta["uid"])
         self._written[uid] = max(self._written.get(uid, 0), version_number(written))
+
+    async def _run_program(self, job: Obj, node: Obj, attempt: str) -> bool:
+        """Run the node program against the node's fake GPU node; on success apply the
+        action's effect (a reset that ran, a reboot it requested) to the emulated node."""
+        assert self.program is not None
+        name = node["metadata"]["name"]
+        action = job["metadata"].get("labels", {}).get(ACTION_LABEL)
+        healthy = self._agent.validate(name) if action == "Validate" else True
+        ran = await self.program.run(job, node, healthy)
+        # What the program did, for the sandbox's log (`make demo` shows the reset's clients).
+        log.info(
+            "node program on %s: %s %s (exit %d): %s",
+            name,
+            action,
+            ran.result.get("reason", ""),
+            ran.code,
+            "; ".join(str(a) for a in ran.result.get("actions") or []) or ran.message,
+        )
+        if ran.code != 0:
+            self._said[attempt] = json.dumps(ran.result)[:1000]
+            return False
+        if action == "GPUReset":
+            return self._agent.gpu_reset(name)
+        if action == "Reboot" and ran.result.get("reason") == "RebootRequested":
+            return self._agent.reboot(name)
+        return True
 
     def _run_effect(self, job: Obj, node_name: str) -> bool:
         if self._rng.random() < self._config.job_failure_probability:

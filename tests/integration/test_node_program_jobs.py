@@ -1,0 +1,143 @@
+"""The executor Jobs run the node program against a fake GPU node (issue 22, D55).
+
+Real: the operator process; the chart-style Jobs (`remediation-operator node reset|reboot`)
+run as processes by the emulated fleet's Job runner, against the fake GPU node's tools; the
+program labels the Node through the API emulator to stop the GPU clients. Faked: the GPUs
+(`remediation_emulator.gpunode`), whose clients (the device plugin) hold the GPUs until the
+Node carries the GPU Operator's stop labels.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from remediation_emulator.gpunode import state as fake
+from tests.integration.conftest import CONFIG, NAMESPACE, Cluster, eventually, policy
+
+pytestmark = pytest.mark.integration
+
+PROGRAM = CONFIG.with_(node_program=True, reset_clears=1.0, reboot_clears=1.0)
+STOP = {
+    f"nvidia.com/gpu.deploy.{c}": "false"
+    for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")
+}
+
+
+def node_job(step: str, *args: str) -> dict[str, Any]:
+    """The chart's executor Job, as far as the fleet runs it."""
+    return {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": step,
+                            "image": "ghcr.io/gpuops/remediation-operator:0.1.0",
+                            "command": [
+                                "remediation-operator",
+                                "node",
+                                "--host-root",
+                                "/host",
+                                step,
+                            ],
+                            "args": list(args),
+                        }
+                    ]
+                }
+            }
+        }
+    }
+
+
+def reset_then_reboot(clients: str) -> dict[str, Any]:
+    body = policy()
+    fault = body["spec"]["faults"][0]
+    fault["ladder"] = [
+        {"action": "Cordon"},
+        {"action": "GPUReset", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Reboot", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Replace", "timeout": "30s"},
+    ]
+    body["spec"]["actions"] = {
+        "gpuReset": {"executor": "Job", "jobTemplate": node_job("reset", f"--clients={clients}")},
+        "reboot": {"executor": "Job", "jobTemplate": node_job("reboot")},
+        "replace": {"provider": "Karpenter"},
+    }
+    return copy.deepcopy(body)
+
+
+def steps(cluster: Cluster, node: str) -> list[tuple[str, str]]:
+    status = (cluster.remediation(node) or {}).get("status") or {}
+    return [(s["action"], s.get("outcome", "")) for s in status.get("steps") or []]
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_reset_stops_the_gpu_clients_resets_every_gpu_and_restores_them(
+    cluster: Cluster,
+) -> None:
+    node = cluster.node_names()[0]
+    cluster.apply(reset_then_reboot("gpu-operator"))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=60, what="recovered")
+    assert steps(cluster, node) == [("Cordon", "Succeeded"), ("GPUReset", "Succeeded")]
+    program = cluster.fleet.jobs.program
+    assert program is not None
+    state = program.state(node)
+    assert state["resets"] == [[fake.gpu(i)["uuid"] for i in range(8)]], "one command, all GPUs"
+    labels = (cluster.node(node) or {})["metadata"].get("labels") or {}
+    assert not set(STOP) & set(labels), "the stop labels are gone again"
+    await eventually(
+        lambda: [
+            p
+            for p in cluster.api.store.list("pods")
+            if p["spec"].get("nodeName") == node
+            and p["metadata"]["labels"].get("app") == "nvidia-device-plugin-daemonset"
+        ],
+        what="the device plugin back on the node",
+    )
+    patches = [
+        e
+        for e in cluster.writes_by("gpu-fleet")
+        if e.resource == "nodes" and e.verb == "patch" and e.name == node
+    ]
+    assert len(patches) >= 2, "the program labelled the Node and put its labels back"
+    assert any(
+        e.verb == "delete" and e.resource == "pods" and e.name.startswith("nvidia-device-plugin")
+        for e in cluster.writes_by("gpu-fleet")
+    ), "the device plugin's pod left the node while the GPUs were reset"
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_reset_that_leaves_the_clients_running_fails_and_the_reboot_runs_once(
+    cluster: Cluster,
+) -> None:
+    node = cluster.node_names()[0]
+    boot = (cluster.node(node) or {})["status"]["nodeInfo"]["bootID"]
+    cluster.apply(reset_then_reboot("none"))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="recovered")
+    status = (cluster.remediation(node) or {})["status"]
+    reset = next(s for s in status["steps"] if s["action"] == "GPUReset")
+    assert "In use by another client" in reset["message"], reset["message"]
+    assert ("Reboot", "Succeeded") in steps(cluster, node)
+    program = cluster.fleet.jobs.program
+    assert program is not None
+    assert program.state(node)["reboots"] == 1
+    assert (cluster.node(node) or {})["status"]["nodeInfo"]["bootID"] != boot
+    jobs = [
+        j
+        for j in cluster.api.store.list("jobs", NAMESPACE)
+        if j["metadata"]["labels"].get("remediation.gpuops.io/action") == "Reboot"
+    ]
+    (job,) = jobs
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]
