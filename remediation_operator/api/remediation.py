@@ -137,6 +137,9 @@ class RemediationStatus(StatusModel):
     node_created_at: Timestamp | None = None
     """The creationTimestamp of the Node the incident ran on: a Node of the same name created
     at another time is a new machine, which a Failed incident's hold does not cover."""
+    waiting: list[str] = Field(default=[], max_length=32)
+    """Faults of other policies the node shows now, as `<policy>/<fault>`: they wait for this
+    incident to end (at most one active incident per node)."""
     conditions: list[RemediationCondition] = Field(
         default=[],
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

@@ -116,6 +116,7 @@ def to_status(state: domain.RemediationState, generation: int | None = None) -> 
         evidence_at_step_end=_condition_status(state.evidence_at_step_end),
         evidence_seen_at=format_optional(state.evidence_seen_at),
         node_created_at=format_optional(state.node_created_at),
+        waiting=list(state.waiting),
         conditions=conditions(state, generation),
     ).model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -194,6 +195,7 @@ def from_status(
         evidence_at_step_end=_condition_state(model.evidence_at_step_end),
         evidence_seen_at=parse_optional(model.evidence_seen_at),
         node_created_at=parse_optional(model.node_created_at),
+        waiting=tuple(model.waiting),
     )
 
 

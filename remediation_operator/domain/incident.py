@@ -115,7 +115,11 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     # Real agents overwrite the reason with the newest finding: the incident follows the most
     # severe fault seen, and a reason change is no recovery (domain.following, D58).
     found = following.present(ctx, state, node, fault)
-    ctx.finish(progress(ctx, state, node, fault, found))
+    rested = progress(ctx, state, node, fault, found)
+    waiting = ctx.snapshot.waiting.get(node.name, ())
+    if not rested.terminal and rested.waiting != waiting:
+        rested = replace(rested, waiting=waiting)
+    ctx.finish(rested)
 
 
 def _released(ctx: Context, state: RemediationState) -> bool:

@@ -118,6 +118,9 @@ class RemediationState:
     """Our clock's `observed_at` of that condition when the step ended (None: not tracked).
     If it has moved since while the remote values did not, our clock saw a change the node
     did not make: a restart's first sighting."""
+    waiting: tuple[str, ...] = ()
+    """Faults of other policies the node shows (`<policy>/<fault>`), waiting for this incident
+    to end: one active incident per node (D61)."""
     node_created_at: datetime | None = None
     """The creationTimestamp of the Node the incident ran on (None: not recorded, an older
     Remediation). A Node of the same name created at another time is another machine (a

@@ -230,3 +230,11 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
         what="the GPU policy says its fault waits behind the network incident",
     )
     assert "network" in (cluster.condition("gpu", "Overlapping") or {}).get("message", "")
+    # ... and the running incident's status names it.
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("waiting")
+            == ["gpu/gpu-xid-reset"]
+        ),
+        what="the network incident names the GPU fault waiting behind it",
+    )

@@ -40,6 +40,7 @@ from tests.safety.world import (
     HEALTHY_FOR,
     HEALTHY_REASON,
     HISTORY,
+    MILD_REASON,
     NODES,
     POLICIES,
     RATE,
@@ -117,6 +118,9 @@ class NodeModel:
     """How often an administrator uncordoned this node."""
     failed_here: bool = False
     """An incident on this machine ended Failed: it keeps the node cordoned, recorded."""
+    reason: str = FAULT_REASON
+    """The reason the agent writes while the fault is present: a newer finding overwrites it
+    (the EKS agent's `Fatal`, node-problem-detector's permanent conditions; D58)."""
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,19 @@ class SafetyModel(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NODES))
     def heal(self, name: str) -> None:
-        self.nodes[name].faulty = False
+        model = self.nodes[name]
+        model.faulty, model.reason = False, FAULT_REASON
+        self.write(name)
+        self.settle()
+
+    @rule(name=st.sampled_from(NODES))
+    def newer_finding(self, name: str) -> None:
+        """A milder finding (XID 63, which no policy acts on) overwrites the reason of the
+        fault the node shows; the condition stays False, as real agents keep it (D58)."""
+        model = self.nodes[name]
+        if not model.faulty:
+            return
+        model.reason = MILD_REASON
         self.write(name)
         self.settle()
 
@@ -481,7 +497,7 @@ class SafetyModel(RuleBasedStateMachine):
         now = self.cluster.now
         beat = now + SKEW if model.agent is AgentMode.skewed else now
         if model.faulty:
-            self.cluster.set_condition(name, AHR, "False", FAULT_REASON, "XID 62", heartbeat=beat)
+            self.cluster.set_condition(name, AHR, "False", model.reason, "XID 62", heartbeat=beat)
             model.positive_write = now
             if not model.written:
                 model.appeared += 1
@@ -634,6 +650,18 @@ class SafetyModel(RuleBasedStateMachine):
                         f" {state.node} still exists ({state.reason}: {state.message})",
                     )
             if state.terminal and (old is None or not old.terminal):
+                if (
+                    state.reason is Reason.Recovered
+                    and node.exists
+                    and node.faulty
+                    and node.written
+                    and node.agent in (AgentMode.alive, AgentMode.skewed)
+                ):
+                    self.violated(
+                        "sticky",
+                        f"Remediation {name} ended Recovered while the live agent on"
+                        f" {state.node} still shows its condition False (reason {node.reason})",
+                    )
                 if state.phase is Phase.Failed and node.exists:
                     node.failed_here = True
                 if state.phase is Phase.Failed or state.reason is Reason.AdminUncordoned:
@@ -944,6 +972,8 @@ class SafetyModel(RuleBasedStateMachine):
 
     def check_picked_up(self, name: str, active: list[RemediationState]) -> None:
         model = self.nodes[name]
+        if model.reason == MILD_REASON:
+            return  # a milder finding no policy acts on shows (the `sticky` check covers it)
         if active or not model.written or model.agent not in (AgentMode.alive, AgentMode.skewed):
             return
         if self._excluded(name):

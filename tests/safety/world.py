@@ -51,6 +51,8 @@ from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorde
 T0 = datetime(2026, 11, 30, 11, 0, tzinfo=UTC)
 AHR = "AcceleratedHardwareReady"
 FAULT_REASON = "NvidiaXID62Error"
+MILD_REASON = "NvidiaXID63Error"
+"""A newer, milder finding no policy acts on (a row remap): it overwrites the reason."""
 HEALTHY_REASON = "AcceleratedHardwareReady"
 STALE_AFTER = timedelta(minutes=5)
 """The policies' `staleAfter` on AHR: also the freshness window for positive evidence."""
