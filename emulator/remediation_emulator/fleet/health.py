@@ -71,6 +71,13 @@ class NodeHealth:
     latent: FaultClass | None = None
     """A fault a repair hid from the conditions but not fixed (`validation_fails`): only a
     validation Job finds it."""
+    sticky: bool = False
+    """The EKS node monitoring agent's profile (`FleetConfig.agent: eks`): the conditions show
+    `shown`, what the agent last reported, not the hardware's state; only the agent's restart
+    (`restart_agent`, or the node's reboot) sets them healthy again (docs/emulator.md)."""
+    shown: tuple[str, str] | None = None
+    """Sticky profile: the (reason, message) the agent reported, None: healthy. A newer finding
+    replaces the reason and appends its message ("; ", no duplicates)."""
 
     @property
     def rebooting(self) -> bool:
@@ -86,6 +93,11 @@ def desired(health: NodeHealth) -> dict[str, tuple[str, str, str]]:
     """(status, reason, message) by condition type, for the conditions written now."""
     wanted = {READY: _UNREACHABLE if health.rebooting else _HEALTHY[READY]}
     if health.silent:
+        return wanted
+    if health.sticky:
+        for type_ in AGENT_CONDITIONS:
+            shown = health.shown
+            wanted[type_] = _HEALTHY[type_] if shown is None else ("False", *shown)
         return wanted
     for type_ in AGENT_CONDITIONS:
         if health.fault is None:
@@ -143,7 +155,12 @@ def differs(health: NodeHealth, node: Mapping[str, Any]) -> bool:
     return False
 
 
-def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datetime) -> NodeHealth:
+def adopt(
+    node: Mapping[str, Any],
+    catalog: Mapping[str, FaultClass],
+    now: datetime,
+    sticky: bool = False,
+) -> NodeHealth:
     """Take over a node as found (after a restart, or a node made by someone else): keep its
     bootID and transition times, and recognise a fault it already shows."""
     status = node.get("status", {})
@@ -165,20 +182,51 @@ def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datet
         if type_ == ACCELERATED and condition.get("status") == "False":
             fault = by_reason.get(str(condition.get("reason")))
             fault_since = since
-    health = NodeHealth(boot_id, fault, fault_since if fault else None, transitions=transitions)
+    health = NodeHealth(
+        boot_id,
+        fault,
+        fault_since if fault else None,
+        transitions=transitions,
+        sticky=sticky,
+        shown=reported(None, fault) if sticky and fault is not None else None,
+    )
     return settle(health, now)
 
 
+def reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str] | None:
+    """What the EKS agent's `Fatal` makes of a new finding over what it reported: the newest
+    reason; the messages joined with "; " unless the old one already holds the new one
+    (aws/eks-node-monitoring-agent pkg/manager/node_exporter.go). A silent class reports
+    nothing."""
+    if fault.silent or not fault.reason:
+        return shown
+    if shown is None:
+        return (fault.reason, fault.message)
+    old = shown[1]
+    message = old if fault.message in old else f"{old}; {fault.message}" if old else fault.message
+    return (fault.reason, message)
+
+
 def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:
-    return settle(replace(health, fault=fault, fault_since=now, latent=None), now)
+    shown = reported(health.shown, fault) if health.sticky else None
+    return settle(replace(health, fault=fault, fault_since=now, latent=None, shown=shown), now)
 
 
 def clear(health: NodeHealth, now: datetime) -> NodeHealth:
+    """The hardware is healthy again; a sticky agent keeps showing what it reported."""
     return settle(replace(health, fault=None, fault_since=None, latent=None), now)
 
 
+def restart_agent(health: NodeHealth, now: datetime) -> NodeHealth:
+    """The agent restarted (its pod was deleted, OOM-killed, upgraded): a sticky agent writes
+    its conditions healthy at start and forgets what it reported, also a fault that is still
+    there (XID events are not replayed). A kind agent shows the hardware as it is anyway."""
+    return settle(replace(health, shown=None), now)
+
+
 def _repaired(health: NodeHealth, now: datetime) -> NodeHealth:
-    """A repair cleared the condition; a `validation_fails` class stays latent."""
+    """A repair cleared the fault (a kind agent's condition with it; a sticky agent's stays);
+    a `validation_fails` class stays latent."""
     fault = health.fault
     latent = fault if fault is not None and fault.validation_fails else None
     return settle(replace(health, fault=None, fault_since=None, latent=latent), now)
@@ -220,10 +268,16 @@ def finish_reboot(
     boot_id: str,
     clears: float | None = None,
 ) -> NodeHealth:
-    """The node is back: a new bootID, Ready again, the fault gone with the reboot chance."""
+    """The node is back: a new bootID, Ready again, the fault gone with the reboot chance. A
+    sticky agent restarted with the node: healthy at start, and a fault the reboot did not
+    clear reported again as the driver meets it (an assumption: XID 79 recurs at GPU init)."""
     back = replace(health, rebooting_until=None, boot_id=boot_id)
+    if back.sticky:
+        back = replace(back, shown=None)
     if back.fault is not None and rng.random() < _chance(back.fault.reboot_clears, clears):
         return _repaired(back, now)
+    if back.sticky and back.fault is not None:
+        back = replace(back, shown=reported(None, back.fault))
     return settle(back, now)
 
 

@@ -140,3 +140,61 @@ def test_adopting_a_node_keeps_its_transition_times_and_recognises_its_fault() -
         },
     )
     assert health.differs(adopted, node)  # GPUHealthy is missing on the node
+
+
+# The EKS agent's profile (FleetConfig.agent: eks; issue 21) -------------------------------------
+
+
+def eks(boot: str = "boot-1") -> NodeHealth:
+    return health.settle(NodeHealth(boot, sticky=True), T0)
+
+
+def accelerated(h: NodeHealth, now: datetime = T0) -> dict[str, object]:
+    return by_type(health.conditions(h, now))["AcceleratedHardwareReady"]
+
+
+def test_the_eks_agent_keeps_the_newest_reason_and_appends_messages() -> None:
+    """aws/eks-node-monitoring-agent pkg/manager/node_exporter.go, `Fatal`: status False,
+    reason replaced, message appended with "; " (no duplicates), lastTransitionTime kept."""
+    later = T0 + timedelta(seconds=15)
+    first = health.inject(eks(), FAULTS["xid-48"], T0)
+    both = health.inject(first, FAULTS["xid-63"], later)
+    shown = accelerated(both, later)
+    assert shown["status"] == "False"
+    assert shown["reason"] == "NvidiaXID63Error"
+    assert shown["message"] == (
+        "XID 48: a double-bit ECC error (DBE) occurred; detected XID-63 on the instance,"
+        " review kernel logs for additional information."
+    )
+    assert shown["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    again = health.inject(both, FAULTS["xid-63"], later)
+    assert accelerated(again, later)["message"] == shown["message"]
+
+
+def test_the_eks_agents_condition_outlives_a_repair_until_the_agent_restarts() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-62"], T0)
+    reset, ran = health.gpu_reset(faulty, random.Random(1), T0, clears=1.0)
+    assert ran
+    assert reset.fault is None
+    assert health.validates(reset)
+    assert accelerated(reset)["status"] == "False"  # sticky: nothing sets it True again
+    restarted = health.restart_agent(reset, T0)
+    assert accelerated(restarted)["status"] == "True"
+
+
+def test_a_restarted_eks_agent_forgets_a_fault_that_is_still_there() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-79"], T0)
+    restarted = health.restart_agent(faulty, T0)
+    assert restarted.fault is not None
+    assert not health.validates(restarted)
+    assert accelerated(restarted)["status"] == "True"
+
+
+def test_after_a_reboot_the_eks_agent_reports_a_fault_the_reboot_did_not_clear() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-79"], T0)
+    rebooting = health.begin_reboot(faulty, T0, 1.0)
+    kept = health.finish_reboot(rebooting, random.Random(1), T0, "boot-2", clears=0.0)
+    assert accelerated(kept)["status"] == "False"
+    assert accelerated(kept)["reason"] == "NvidiaXID79Error"
+    fixed = health.finish_reboot(rebooting, random.Random(1), T0, "boot-2", clears=1.0)
+    assert accelerated(fixed)["status"] == "True"
