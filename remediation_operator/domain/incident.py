@@ -285,6 +285,10 @@ def _after_step(
         # An in-place repair succeeded: check the node before anything else (D37).
         return validation.begin(ctx, state, node, found)
     caught = validation.caught(state)
+    if found is None and not caught and following.unverified(ctx, state):
+        # The fault reads absent after a repair that was not verified (it failed, or was
+        # interrupted): an active check decides, not the condition alone (D59).
+        return validation.begin(ctx, state, node, found)
     if found is None and not caught:
         message = messages.fault_cleared(state.fault)
         ctx.announce(state, Reason.FaultCleared, message)
