@@ -118,6 +118,9 @@ class NodeModel:
     """How often an administrator uncordoned this node."""
     failed_here: bool = False
     """An incident on this machine ended Failed: it keeps the node cordoned, recorded."""
+    forgot: bool = False
+    """The agent restarted while the fault stayed: it writes healthy (real agents forget on
+    restart: node-problem-detector's lookback, the EKS agent's start) until a new finding."""
     reason: str = FAULT_REASON
     """The reason the agent writes while the fault is present: a newer finding overwrites it
     (the EKS agent's `Fatal`, node-problem-detector's permanent conditions; D58)."""
@@ -270,14 +273,25 @@ class SafetyModel(RuleBasedStateMachine):
     )
     def fault(self, name: str, cure: Action | None) -> None:
         model = self.nodes[name]
-        model.faulty, model.cure = True, cure
+        model.faulty, model.cure, model.forgot = True, cure, False
         self.write(name)
         self.settle()
 
     @rule(name=st.sampled_from(NODES))
     def heal(self, name: str) -> None:
         model = self.nodes[name]
-        model.faulty, model.reason = False, FAULT_REASON
+        model.faulty, model.reason, model.forgot = False, FAULT_REASON, False
+        self.write(name)
+        self.settle()
+
+    @rule(name=st.sampled_from(NODES))
+    def agent_restarts(self, name: str) -> None:
+        """The agent restarts and forgets the fault the node still has: its condition reads
+        healthy (weak as evidence after a repair; the invariants must hold regardless)."""
+        model = self.nodes[name]
+        if not model.faulty:
+            return
+        model.forgot = True
         self.write(name)
         self.settle()
 
@@ -302,7 +316,7 @@ class SafetyModel(RuleBasedStateMachine):
         model = self.nodes[name]
         for _ in range(times):
             for faulty in (True, False):
-                model.faulty = faulty
+                model.faulty, model.forgot = faulty, False
                 self.write(name)
                 self.settle()
                 self.advance_to(self.cluster.now + timedelta(seconds=period))
@@ -409,6 +423,7 @@ class SafetyModel(RuleBasedStateMachine):
         if not model.exists:
             model.incarnation += 1
             model.exists, model.faulty, model.cure = True, False, None
+            model.forgot, model.reason = False, FAULT_REASON
             model.admin_cordoned = model.failed_here = False
             model.written = model.last_write = model.positive_write = None
             if model.agent is not AgentMode.absent:
@@ -496,7 +511,8 @@ class SafetyModel(RuleBasedStateMachine):
             return
         now = self.cluster.now
         beat = now + SKEW if model.agent is AgentMode.skewed else now
-        if model.faulty:
+        shows = model.faulty and not model.forgot
+        if shows:
             self.cluster.set_condition(name, AHR, "False", model.reason, "XID 62", heartbeat=beat)
             model.positive_write = now
             if not model.written:
@@ -508,7 +524,7 @@ class SafetyModel(RuleBasedStateMachine):
             self.cluster.set_condition(name, AHR, "True", HEALTHY_REASON, "", heartbeat=beat)
             if model.written is not False:
                 model.absent_since = now
-        model.written, model.last_write = model.faulty, now
+        model.written, model.last_write = shows, now
 
     def advance_to(self, target: datetime) -> None:
         """Move time to `target` in steps no longer than TICK, stopping at every wake-up and

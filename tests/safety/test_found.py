@@ -289,3 +289,16 @@ def test_a_milder_finding_over_the_fault_never_ends_an_incident_as_recovered() -
         model.newer_finding(name="n0")
         model.wait(600)
         model.wait(600)
+
+
+def test_an_agent_that_restarts_mid_ladder_keeps_the_invariants() -> None:
+    """Real agents forget on restart (node-problem-detector's lookback, the EKS agent's start):
+    the condition reads healthy while the fault stays; no invariant may break."""
+    with world() as model:
+        model.fault(name="n0", cure=None)
+        model.wait(120)
+        model.agent_restarts(name="n0")
+        model.wait(600)
+        model.fault(name="n0", cure=Action.Reboot)
+        model.wait(600)
+        model.wait(600)

@@ -48,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("fast", "demo", "realistic"),
         help="timing profile: fast (tests), demo (default), realistic (published durations)",
     )
+    parser.add_argument(
+        "--agent",
+        default="kind",
+        choices=("kind", "eks"),
+        help="how the node agent reports: kind (default: a repair that worked clears the"
+        " condition) or eks (the EKS node monitoring agent: sticky until the agent restarts,"
+        " the newest reason wins, messages appended; docs/emulator.md)",
+    )
     parser.add_argument("--log-level", default="warning", help="python log level (default warning)")
 
 
@@ -99,7 +107,9 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    settings = config.PROFILES[args.speed].with_(fault_rate_per_node_hour=args.fault_rate)
+    settings = config.PROFILES[args.speed].with_(
+        fault_rate_per_node_hour=args.fault_rate, agent=args.agent
+    )
     async with apiserver.serve(host=args.host, port=args.port) as api:
         token = kubeconfig.token_for(FLEET_USER)
         connection = Connection(api.url, headers={"Authorization": f"Bearer {token}"})
