@@ -238,3 +238,59 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
         ),
         what="the network incident names the GPU fault waiting behind it",
     )
+
+
+@pytest.mark.fleet(config=CONFIG.with_(agent="eks", heartbeat_period=300.0))
+async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_back(
+    cluster: Cluster,
+) -> None:
+    """Finding 4: the reset could not run (the GPU is off the bus) and the agent restarted
+    (the EKS agent writes True at start and forgets the XID). Before D59 the node was
+    recovered and given back; now the validation decides, fails, and the ladder climbs."""
+    node = cluster.node_names()[0]
+    cluster.apply(
+        policy(
+            faults=[
+                fault(
+                    "gpu-unreachable",
+                    "NvidiaXID79Error",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "20s", "retries": 0},
+                        {"action": "Replace", "timeout": "60s"},
+                    ],
+                )
+            ],
+            validation={"after": ["GPUReset"]},
+        )
+    )
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+    await eventually(
+        lambda: any(
+            s["action"] == "GPUReset" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the reset failed (the GPU is off the bus)",
+    )
+    cluster.fleet.restart_agent(node)
+    await eventually(
+        lambda: any(
+            s["action"] == "Validate" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the validation decides, and fails",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the ladder climbs to Replace",
+    )
+    assert "Recovered" not in cluster.event_reasons(node, "Node")
+    assert "FaultCleared" not in cluster.event_reasons(node, "Node")
