@@ -51,10 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent",
         default="kind",
-        choices=("kind", "eks"),
+        choices=("kind", "eks", "npd"),
         help="how the node agent reports: kind (default: a repair that worked clears the"
         " condition) or eks (the EKS node monitoring agent: sticky until the agent restarts,"
-        " the newest reason wins, messages appended; docs/emulator.md)",
+        " the newest reason wins, messages appended) or npd (node-problem-detector's"
+        " GPUProblem, sticky, lookback on restart; docs/emulator.md)",
     )
     parser.add_argument("--log-level", default="warning", help="python log level (default warning)")
 

@@ -15,7 +15,7 @@ EMULATED_LABEL = "sandbox.gpuops.io/emulated"
 """On every Node and NodeClaim the fleet creates (see `FleetConfig.adopt_all_nodes`)."""
 
 
-AGENT_PROFILES = ("kind", "eks")
+AGENT_PROFILES = ("kind", "eks", "npd")
 """The node agent's reporting profiles (`FleetConfig.agent`)."""
 
 
@@ -68,7 +68,11 @@ class FleetConfig:
     agent: str = "kind"
     """How the node agent reports: `kind` (the condition follows the hardware: a repair that
     worked clears it) or `eks` (the EKS node monitoring agent: sticky until the agent restarts,
-    the newest finding's reason, messages appended; docs/emulator.md)."""
+    the newest finding's reason, messages appended) or `npd` (node-problem-detector's kernel
+    monitor: `GPUProblem` True, sticky until NPD restarts, which replays only `npd_lookback`;
+    docs/emulator.md)."""
+    npd_lookback: float = 300.0
+    """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
     workers: int = 4
     """Concurrent reconciles per controller."""
     http_concurrency: int = 32

@@ -198,3 +198,44 @@ def test_after_a_reboot_the_eks_agent_reports_a_fault_the_reboot_did_not_clear()
     assert accelerated(kept)["reason"] == "NvidiaXID79Error"
     fixed = health.finish_reboot(rebooting, random.Random(1), T0, "boot-2", clears=1.0)
     assert accelerated(fixed)["status"] == "True"
+
+
+# node-problem-detector's profile (FleetConfig.agent: npd; issue 21) ------------------------------
+
+
+def npd() -> NodeHealth:
+    return health.settle(NodeHealth("boot-1", sticky=True, npd=True), T0)
+
+
+def gpu_problem(h: NodeHealth, now: datetime = T0) -> dict[str, object]:
+    return by_type(health.conditions(h, now))["GPUProblem"]
+
+
+def test_npd_shows_gpu_problem_true_with_the_newest_xid_and_moves_the_transition() -> None:
+    """kubernetes/node-problem-detector log_monitor.go `generateStatus`: a permanent rule sets
+    the condition True; a new reason replaces reason and message and moves the transition."""
+    assert gpu_problem(npd())["status"] == "False"
+    assert gpu_problem(npd())["reason"] == "NoGPUXidError"
+    assert "AcceleratedHardwareReady" not in by_type(health.conditions(npd(), T0))
+    later = T0 + timedelta(minutes=1)
+    first = health.inject(npd(), FAULTS["xid-79"], T0)
+    second = health.inject(first, FAULTS["xid-63"], later)
+    shown = gpu_problem(second, later)
+    assert (shown["status"], shown["reason"]) == ("True", "NvidiaXID63Error")
+    assert "XID-63" in str(shown["message"])
+    assert "XID 79" not in str(shown["message"])
+    assert shown["lastTransitionTime"] == "2026-11-30T12:01:00Z"
+    nvlink = health.inject(second, FAULTS["nvlink"], later)  # no kernel XID: NPD sees nothing
+    assert gpu_problem(nvlink, later)["reason"] == "NvidiaXID63Error"
+
+
+def test_a_restarted_npd_replays_only_findings_within_its_lookback() -> None:
+    faulty = health.inject(npd(), FAULTS["xid-79"], T0)
+    soon = health.restart_agent(faulty, T0 + timedelta(minutes=4))
+    assert gpu_problem(soon)["status"] == "True"
+    late = health.restart_agent(faulty, T0 + timedelta(hours=1))
+    assert gpu_problem(late)["status"] == "False"  # a GPU that failed an hour ago reads healthy
+    assert late.fault is not None
+    assert not health.validates(late)
+    reset, _ = health.gpu_reset(faulty, random.Random(1), T0, clears=1.0)
+    assert gpu_problem(reset)["status"] == "True"  # sticky until NPD restarts
