@@ -294,3 +294,52 @@ async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_bac
     )
     assert "Recovered" not in cluster.event_reasons(node, "Node")
     assert "FaultCleared" not in cluster.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(config=CONFIG.with_(agent="npd", npd_lookback=0.0, heartbeat_period=300.0))
+async def test_npd_forgetting_a_fault_on_restart_does_not_give_the_node_back(
+    cluster: Cluster,
+) -> None:
+    """Finding 4 under node-problem-detector: NPD restarts and its kmsg lookback no longer
+    reaches the XID, so GPUProblem returns to its default (False, healthy). After a reset that
+    could not run, the validation decides: it fails, and the ladder climbs."""
+    node = cluster.node_names()[0]
+    unreachable = {
+        "name": "gpu-unreachable",
+        "match": [{"type": "GPUProblem", "status": "True", "reason": "NvidiaXID79Error"}],
+        "tolerate": "0s",
+        "ladder": [
+            {"action": "Cordon", "escalateAfter": "0s"},
+            {"action": "GPUReset", "timeout": "20s", "retries": 0},
+            {"action": "Replace", "timeout": "60s"},
+        ],
+    }
+    cluster.apply(policy(faults=[unreachable], validation={"after": ["GPUReset"]}))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+    await eventually(
+        lambda: any(
+            s["action"] == "GPUReset" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the reset failed (the GPU is off the bus)",
+    )
+    cluster.fleet.restart_agent(node)
+    await eventually(
+        lambda: any(
+            c["type"] == "GPUProblem" and c["status"] == "False"
+            for c in (cluster.node(node) or {})["status"]["conditions"]
+        ),
+        what="NPD's default condition after its restart",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the validation fails and the ladder climbs to Replace",
+    )
+    assert "Recovered" not in cluster.event_reasons(node, "Node")
