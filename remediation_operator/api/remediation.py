@@ -143,6 +143,9 @@ class RemediationStatus(StatusModel):
     steps_dropped: int | None = Field(default=None, ge=0)
     """Retries left out of `steps` (between a step's first and latest attempt), so the record
     stays bounded however often a step is retried."""
+    waiting: list[str] = Field(default=[], max_length=32)
+    """Faults of other policies the node shows now, as `<policy>/<fault>`: they wait for this
+    incident to end (at most one active incident per node)."""
     conditions: list[RemediationCondition] = Field(
         default=[],
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},

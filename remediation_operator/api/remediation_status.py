@@ -119,6 +119,7 @@ def to_status(state: domain.RemediationState, generation: int | None = None) -> 
         evidence_seen_at=format_optional(state.evidence_seen_at),
         node_created_at=format_optional(state.node_created_at),
         steps_dropped=state.steps_dropped or None,
+        waiting=list(state.waiting),
         conditions=conditions(state, generation),
     ).model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -199,6 +200,7 @@ def from_status(
         evidence_seen_at=parse_optional(model.evidence_seen_at),
         node_created_at=parse_optional(model.node_created_at),
         steps_dropped=model.steps_dropped or 0,
+        waiting=tuple(model.waiting),
     )
 
 

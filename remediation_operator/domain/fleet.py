@@ -154,3 +154,7 @@ class Snapshot:
     """By node name: the other policy that owns a node this policy also selects (it has an
     active Remediation there, or wins on weight, then age, then name). This policy opens no
     incident on such a node and reports the overlap in its status."""
+    waiting: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """By node name, for nodes this policy holds an open incident on: the faults of other
+    policies that the node shows now (`<policy>/<fault>`), waiting for this incident to end
+    (one active incident per node, D61). Shown in the incident's status."""

@@ -31,7 +31,7 @@ from remediation_operator.domain.effects import Severity
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import LADDER_ORDER, Action, Fault
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import ObservedCondition, RemediationState
+from remediation_operator.domain.remediation import ObservedCondition, Outcome, RemediationState
 from remediation_operator.domain.stage import Stage
 from remediation_operator.domain.stage import of as stage_of
 
@@ -92,6 +92,21 @@ def _last_rung(state: RemediationState) -> Action | None:
         if record.action in LADDER_ORDER:
             return record.action
     return None
+
+
+def unverified(ctx: Context, state: RemediationState) -> bool:
+    """A repair the policy validates has started in this incident and no validation passed
+    since: the fault reading absent is then no verdict of its own (an agent that restarted
+    reads healthy whether or not the repair worked), so the validation decides (D59)."""
+    config = ctx.policy.validation
+    if config is None or state.dry_run or ctx.dry_run:
+        return False
+    for record in reversed(state.steps):
+        if record.action is Action.Validate:
+            return record.outcome is not Outcome.Succeeded and record.outcome is not None
+        if record.action in config.after:
+            return True
+    return False
 
 
 def present(

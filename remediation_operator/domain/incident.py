@@ -143,7 +143,11 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     # Real agents overwrite the reason with the newest finding: the incident follows the most
     # severe fault seen, and a reason change is no recovery (domain.following, D58).
     found = following.present(ctx, state, node, fault)
-    ctx.finish(progress(ctx, state, node, fault, found))
+    rested = progress(ctx, state, node, fault, found)
+    waiting = ctx.snapshot.waiting.get(node.name, ())
+    if not rested.terminal and rested.waiting != waiting:
+        rested = replace(rested, waiting=waiting)
+    ctx.finish(rested)
 
 
 def _released(ctx: Context, state: RemediationState) -> bool:
@@ -323,6 +327,10 @@ def _after_step(
         if nxt is None:
             return exhausted(ctx, state, fault, found), True
         return start(ctx, state, node, fault, found, nxt, escalating=True)
+    if found is None and not caught and following.unverified(ctx, state):
+        # The fault reads absent after a repair that was not verified (it failed, or was
+        # interrupted): an active check decides, not the condition alone (D59).
+        return validation.begin(ctx, state, node, found)
     if found is None and not caught:
         message = messages.fault_cleared(state.fault)
         ctx.announce(state, Reason.FaultCleared, message)

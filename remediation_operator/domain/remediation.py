@@ -125,6 +125,9 @@ class RemediationState:
     steps_dropped: int = 0
     """Step records left out of `steps` (retries between a step's first and latest attempt:
     domain.bounds), so the record stays bounded however often a step is retried."""
+    waiting: tuple[str, ...] = ()
+    """Faults of other policies the node shows (`<policy>/<fault>`), waiting for this incident
+    to end: one active incident per node (D61)."""
     node_created_at: datetime | None = None
     """The creationTimestamp of the Node the incident ran on (None: not recorded, an older
     Remediation). A Node of the same name created at another time is another machine (a

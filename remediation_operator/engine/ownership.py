@@ -118,4 +118,38 @@ def foreign(
 
 def _shows_fault(policy: Policy, view: NodeView, now: datetime) -> bool:
     """Whether one of the policy's faults is on the node now (weak evidence included)."""
-    return matching.Matcher(policy.faults).match(view, now) is not None
+    return _fault_of(policy, view, now) is not None
+
+
+def _fault_of(policy: Policy, view: NodeView, now: datetime) -> str | None:
+    found = matching.Matcher(policy.faults).match(view, now)
+    return None if found is None else found.fault.name
+
+
+def waiting(
+    policy: Policy,
+    policies: Iterable[Policy],
+    nodes: Mapping[str, NodeView],
+    open_by_node: Mapping[str, Collection[str]],
+    now: datetime,
+) -> dict[str, tuple[str, ...]]:
+    """For the nodes `policy` holds an open incident on: the other policies (not deleted,
+    selecting the node) whose fault the node shows now, as `<policy>/<fault>`, in rank order.
+    They wait for that incident to end (one active incident per node)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, others in contested(policy, policies, nodes, open_by_node).items():
+        if policy.name not in open_by_node.get(name, ()):
+            continue
+        view = nodes.get(name)
+        if view is None:
+            continue
+        faults = []
+        for other in sorted(others, key=rank):
+            if other.deleted or name not in selection(other, nodes):
+                continue
+            fault = _fault_of(other, view, now)
+            if fault is not None:
+                faults.append(f"{other.name}/{fault}")
+        if faults:
+            out[name] = tuple(faults)
+    return out

@@ -699,13 +699,15 @@ async def reconcile(
     *,
     plan: PlanFunction | None = None,
     foreign: Callable[[], Mapping[str, str]] | None = None,
+    waiting: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
 ) -> Reconciled:
     """Reconcile `policy` over `nodes` (every Node the caller knows, by name) at `now`.
 
     `focus`: the nodes an event touched (None: all); the others still count for budgets and
     the breaker. `plan` replaces the planner (tests of the engine's own guarantees only).
     `foreign`: the selected nodes another policy owns (`engine.ownership.foreign`), asked each
-    time a snapshot is taken (None: no other policy).
+    time a snapshot is taken (None: no other policy). `waiting`: by node this policy holds, the
+    other policies' faults there (`engine.ownership.waiting`), asked likewise.
     Returns what was done and `next_wake`, the time to call again if no event comes first.
     """
     plan_fn = plan if plan is not None else planner.plan
@@ -767,6 +769,7 @@ async def reconcile(
             unselected={
                 n: view for n in active if n not in selected and (view := nodes.get(n)) is not None
             },
+            waiting={} if waiting is None else waiting(),
         )
         if plan is None:
             last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))

@@ -532,7 +532,15 @@ class Runtime:
                 return await reconciler.reconcile(policy, nodes, self.ports, now, focus)
             async with self._overlap:
                 return await reconciler.reconcile(
-                    policy, nodes, self.ports, now, focus, foreign=lambda: self.foreign(policy, now)
+                    policy,
+                    nodes,
+                    self.ports,
+                    now,
+                    focus,
+                    foreign=lambda: self.foreign(policy, now),
+                    waiting=lambda: ownership.waiting(
+                        policy, self._policies(), self.nodes.views, self._open_by_node(), now
+                    ),
                 )
 
         return reconcile

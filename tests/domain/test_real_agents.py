@@ -316,3 +316,24 @@ def test_two_findings_in_one_report_still_open_an_incident() -> None:
     state = cluster.active["gpu-1"]
     assert state.fault == "gpu-double-bit-ecc"
     assert state.step is Action.Cordon
+
+
+def test_after_an_unverified_repair_a_fault_reading_absent_is_validated_first() -> None:
+    """Finding 4 with validation: the reset failed and the agent restarted (its condition back
+    to its default, healthy): the validation decides, not the condition."""
+    from remediation_operator.domain.policy import Validation
+
+    check = Validation(after=frozenset({Action.GPUReset}), timeout=20 * MIN)
+    cluster = FakeCluster(policy(faults=FAULTS, validation=check), {"gpu-1": node()})
+    draining(cluster, 48)
+    run(cluster, "ok plan")
+    assert cluster.active["gpu-1"].step is Action.GPUReset
+    run(cluster, "fail! plan")  # the reset failed for good
+    agent_reports(cluster, 0, status="True")  # the agent restarted: healthy at start
+    run(cluster, "+10s plan")
+    state = cluster.active["gpu-1"]
+    assert (state.step, state.reason) == (Action.Validate, Reason.ValidationStarted)
+    assert not released(cluster)
+    run(cluster, "fail! plan")  # the validation finds the fault
+    after = cluster.active["gpu-1"]
+    assert after.step is Action.Replace

@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import E2E_CONFIG, Scenario
 from tests.integration.conftest import eventually, is_cordoned_by_us
-from tests.integration.test_real_agents import CONTACT_SUPPORT, DOUBLE_BIT, RESET, XID
+from tests.integration.test_real_agents import CONTACT_SUPPORT, DOUBLE_BIT, RESET, XID, fault
 from tests.integration.test_recovery import stays
 
 
@@ -101,3 +101,49 @@ async def test_a_drain_then_replace_ladder_does_not_wait_for_the_next_heartbeat(
         what="Replace starts",
     )
     assert time.monotonic() - drained < 15
+
+
+@pytest.mark.fleet(config=E2E_CONFIG.with_(agent="eks", heartbeat_period=300.0))
+async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_back(
+    scenario: Scenario,
+) -> None:
+    """Finding 4: the EKS agent restarts after a reset that could not run and reads healthy;
+    the validation decides (and fails): the node is not given back."""
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(
+        e2e.policy(
+            faults=[
+                fault(
+                    "gpu-unreachable",
+                    "NvidiaXID79Error",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "30s", "retries": 0},
+                        {"action": "Replace", "timeout": "60s"},
+                    ],
+                )
+            ],
+            validation={"after": ["GPUReset"]},
+        )
+    )
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-79")
+    await eventually(
+        lambda: any(
+            s["action"] == "GPUReset" and s.get("outcome") == "PermanentFailure"
+            for s in steps(e2e, node)
+        ),
+        within=60,
+        what="the reset failed",
+    )
+    e2e.fleet.restart_agent(node)
+    await eventually(
+        lambda: any(s["action"] == "Replace" for s in steps(e2e, node)),
+        within=60,
+        what="the validation fails and the ladder climbs to Replace",
+    )
+    validate = [s for s in steps(e2e, node) if s["action"] == "Validate"]
+    assert [s.get("outcome") for s in validate] == ["PermanentFailure"]
+    assert "Recovered" not in e2e.event_reasons(node, "Node")

@@ -236,3 +236,17 @@ def test_simultaneous_faults_go_by_weight_then_age_then_name() -> None:
     assert ownership.foreign(gpu, [gpu, network], nodes, {}, T0) == {"gpu-0": "network"}
     heavy = replace(gpu, weight=1)
     assert ownership.foreign(network, [heavy, network], nodes, {}, T0) == {"gpu-0": "gpu"}
+
+
+def test_the_running_incident_names_the_faults_that_wait_behind_it() -> None:
+    gpu = named("gpu", weight=10)
+    network = replace(named("network", weight=0), faults=(NETWORK,))
+    from remediation_operator.domain.fleet import Condition
+
+    both = (Condition(XID, "False", "NvidiaXID79Error"), Condition("NetworkingReady", "False"))
+    nodes = {"gpu-0": NodeView("gpu-0", labels={"pool": "a"}, conditions=both)}
+    held = {"gpu-0": ["network"]}
+    assert ownership.waiting(network, [gpu, network], nodes, held, T0) == {
+        "gpu-0": ("gpu/gpu-xid",)
+    }
+    assert ownership.waiting(gpu, [gpu, network], nodes, held, T0) == {}

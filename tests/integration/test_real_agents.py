@@ -230,3 +230,116 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
         what="the GPU policy says its fault waits behind the network incident",
     )
     assert "network" in (cluster.condition("gpu", "Overlapping") or {}).get("message", "")
+    # ... and the running incident's status names it.
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("waiting")
+            == ["gpu/gpu-xid-reset"]
+        ),
+        what="the network incident names the GPU fault waiting behind it",
+    )
+
+
+@pytest.mark.fleet(config=CONFIG.with_(agent="eks", heartbeat_period=300.0))
+async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_back(
+    cluster: Cluster,
+) -> None:
+    """Finding 4: the reset could not run (the GPU is off the bus) and the agent restarted
+    (the EKS agent writes True at start and forgets the XID). Before D59 the node was
+    recovered and given back; now the validation decides, fails, and the ladder climbs."""
+    node = cluster.node_names()[0]
+    cluster.apply(
+        policy(
+            faults=[
+                fault(
+                    "gpu-unreachable",
+                    "NvidiaXID79Error",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "20s", "retries": 0},
+                        {"action": "Replace", "timeout": "60s"},
+                    ],
+                )
+            ],
+            validation={"after": ["GPUReset"]},
+        )
+    )
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+    await eventually(
+        lambda: any(
+            s["action"] == "GPUReset" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the reset failed (the GPU is off the bus)",
+    )
+    cluster.fleet.restart_agent(node)
+    await eventually(
+        lambda: any(
+            s["action"] == "Validate" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the validation decides, and fails",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the ladder climbs to Replace",
+    )
+    assert "Recovered" not in cluster.event_reasons(node, "Node")
+    assert "FaultCleared" not in cluster.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(config=CONFIG.with_(agent="npd", npd_lookback=0.0, heartbeat_period=300.0))
+async def test_npd_forgetting_a_fault_on_restart_does_not_give_the_node_back(
+    cluster: Cluster,
+) -> None:
+    """Finding 4 under node-problem-detector: NPD restarts and its kmsg lookback no longer
+    reaches the XID, so GPUProblem returns to its default (False, healthy). After a reset that
+    could not run, the validation decides: it fails, and the ladder climbs."""
+    node = cluster.node_names()[0]
+    unreachable = {
+        "name": "gpu-unreachable",
+        "match": [{"type": "GPUProblem", "status": "True", "reason": "NvidiaXID79Error"}],
+        "tolerate": "0s",
+        "ladder": [
+            {"action": "Cordon", "escalateAfter": "0s"},
+            {"action": "GPUReset", "timeout": "20s", "retries": 0},
+            {"action": "Replace", "timeout": "60s"},
+        ],
+    }
+    cluster.apply(policy(faults=[unreachable], validation={"after": ["GPUReset"]}))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+    await eventually(
+        lambda: any(
+            s["action"] == "GPUReset" and s.get("outcome") == "PermanentFailure"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the reset failed (the GPU is off the bus)",
+    )
+    cluster.fleet.restart_agent(node)
+    await eventually(
+        lambda: any(
+            c["type"] == "GPUProblem" and c["status"] == "False"
+            for c in (cluster.node(node) or {})["status"]["conditions"]
+        ),
+        what="NPD's default condition after its restart",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Replace"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the validation fails and the ladder climbs to Replace",
+    )
+    assert "Recovered" not in cluster.event_reasons(node, "Node")

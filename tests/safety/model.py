@@ -40,6 +40,7 @@ from tests.safety.world import (
     HEALTHY_FOR,
     HEALTHY_REASON,
     HISTORY,
+    MILD_REASON,
     NODES,
     POLICIES,
     RATE,
@@ -117,6 +118,12 @@ class NodeModel:
     """How often an administrator uncordoned this node."""
     failed_here: bool = False
     """An incident on this machine ended Failed: it keeps the node cordoned, recorded."""
+    forgot: bool = False
+    """The agent restarted while the fault stayed: it writes healthy (real agents forget on
+    restart: node-problem-detector's lookback, the EKS agent's start) until a new finding."""
+    reason: str = FAULT_REASON
+    """The reason the agent writes while the fault is present: a newer finding overwrites it
+    (the EKS agent's `Fatal`, node-problem-detector's permanent conditions; D58)."""
 
 
 @dataclass(frozen=True)
@@ -266,13 +273,36 @@ class SafetyModel(RuleBasedStateMachine):
     )
     def fault(self, name: str, cure: Action | None) -> None:
         model = self.nodes[name]
-        model.faulty, model.cure = True, cure
+        model.faulty, model.cure, model.forgot = True, cure, False
         self.write(name)
         self.settle()
 
     @rule(name=st.sampled_from(NODES))
     def heal(self, name: str) -> None:
-        self.nodes[name].faulty = False
+        model = self.nodes[name]
+        model.faulty, model.reason, model.forgot = False, FAULT_REASON, False
+        self.write(name)
+        self.settle()
+
+    @rule(name=st.sampled_from(NODES))
+    def agent_restarts(self, name: str) -> None:
+        """The agent restarts and forgets the fault the node still has: its condition reads
+        healthy (weak as evidence after a repair; the invariants must hold regardless)."""
+        model = self.nodes[name]
+        if not model.faulty:
+            return
+        model.forgot = True
+        self.write(name)
+        self.settle()
+
+    @rule(name=st.sampled_from(NODES))
+    def newer_finding(self, name: str) -> None:
+        """A milder finding (XID 63, which no policy acts on) overwrites the reason of the
+        fault the node shows; the condition stays False, as real agents keep it (D58)."""
+        model = self.nodes[name]
+        if not model.faulty:
+            return
+        model.reason = MILD_REASON
         self.write(name)
         self.settle()
 
@@ -286,7 +316,7 @@ class SafetyModel(RuleBasedStateMachine):
         model = self.nodes[name]
         for _ in range(times):
             for faulty in (True, False):
-                model.faulty = faulty
+                model.faulty, model.forgot = faulty, False
                 self.write(name)
                 self.settle()
                 self.advance_to(self.cluster.now + timedelta(seconds=period))
@@ -393,6 +423,7 @@ class SafetyModel(RuleBasedStateMachine):
         if not model.exists:
             model.incarnation += 1
             model.exists, model.faulty, model.cure = True, False, None
+            model.forgot, model.reason = False, FAULT_REASON
             model.admin_cordoned = model.failed_here = False
             model.written = model.last_write = model.positive_write = None
             if model.agent is not AgentMode.absent:
@@ -480,8 +511,9 @@ class SafetyModel(RuleBasedStateMachine):
             return
         now = self.cluster.now
         beat = now + SKEW if model.agent is AgentMode.skewed else now
-        if model.faulty:
-            self.cluster.set_condition(name, AHR, "False", FAULT_REASON, "XID 62", heartbeat=beat)
+        shows = model.faulty and not model.forgot
+        if shows:
+            self.cluster.set_condition(name, AHR, "False", model.reason, "XID 62", heartbeat=beat)
             model.positive_write = now
             if not model.written:
                 model.appeared += 1
@@ -492,7 +524,7 @@ class SafetyModel(RuleBasedStateMachine):
             self.cluster.set_condition(name, AHR, "True", HEALTHY_REASON, "", heartbeat=beat)
             if model.written is not False:
                 model.absent_since = now
-        model.written, model.last_write = model.faulty, now
+        model.written, model.last_write = shows, now
 
     def advance_to(self, target: datetime) -> None:
         """Move time to `target` in steps no longer than TICK, stopping at every wake-up and
@@ -634,6 +666,18 @@ class SafetyModel(RuleBasedStateMachine):
                         f" {state.node} still exists ({state.reason}: {state.message})",
                     )
             if state.terminal and (old is None or not old.terminal):
+                if (
+                    state.reason is Reason.Recovered
+                    and node.exists
+                    and node.faulty
+                    and node.written
+                    and node.agent in (AgentMode.alive, AgentMode.skewed)
+                ):
+                    self.violated(
+                        "sticky",
+                        f"Remediation {name} ended Recovered while the live agent on"
+                        f" {state.node} still shows its condition False (reason {node.reason})",
+                    )
                 if state.phase is Phase.Failed and node.exists:
                     node.failed_here = True
                 if state.phase is Phase.Failed or state.reason is Reason.AdminUncordoned:
@@ -944,6 +988,8 @@ class SafetyModel(RuleBasedStateMachine):
 
     def check_picked_up(self, name: str, active: list[RemediationState]) -> None:
         model = self.nodes[name]
+        if model.reason == MILD_REASON:
+            return  # a milder finding no policy acts on shows (the `sticky` check covers it)
         if active or not model.written or model.agent not in (AgentMode.alive, AgentMode.skewed):
             return
         if self._excluded(name):

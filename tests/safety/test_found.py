@@ -277,3 +277,28 @@ def test_a_new_machine_under_a_failed_nodes_name_is_picked_up() -> None:
         model.rejoin(name="n0")
         model.wait(5)
         model.fault(name="n0", cure=None)
+
+
+def test_a_milder_finding_over_the_fault_never_ends_an_incident_as_recovered() -> None:
+    """[sticky], issue 21 finding 3: the agent keeps its condition False and overwrites the
+    reason with a milder finding no policy acts on (XID 62, then 63); the incident read it as
+    recovery and gave the node back while its GPU was never repaired."""
+    with world() as model:
+        model.fault(name="n0", cure=None)
+        model.wait(120)
+        model.newer_finding(name="n0")
+        model.wait(600)
+        model.wait(600)
+
+
+def test_an_agent_that_restarts_mid_ladder_keeps_the_invariants() -> None:
+    """Real agents forget on restart (node-problem-detector's lookback, the EKS agent's start):
+    the condition reads healthy while the fault stays; no invariant may break."""
+    with world() as model:
+        model.fault(name="n0", cure=None)
+        model.wait(120)
+        model.agent_restarts(name="n0")
+        model.wait(600)
+        model.fault(name="n0", cure=Action.Reboot)
+        model.wait(600)
+        model.wait(600)

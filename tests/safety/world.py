@@ -19,6 +19,7 @@ attempted, when it saw each condition change, its wake-up times) and rebuilds fr
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorde
 T0 = datetime(2026, 11, 30, 11, 0, tzinfo=UTC)
 AHR = "AcceleratedHardwareReady"
 FAULT_REASON = "NvidiaXID62Error"
+MILD_REASON = "NvidiaXID63Error"
+"""A newer, milder finding no policy acts on (a row remap): it overwrites the reason."""
 HEALTHY_REASON = "AcceleratedHardwareReady"
 STALE_AFTER = timedelta(minutes=5)
 """The policies' `staleAfter` on AHR: also the freshness window for positive evidence."""
@@ -80,6 +83,17 @@ class AgentMode(StrEnum):
     """Wrote one beat a year ahead, then stopped."""
     absent = "absent"
     """This node has no such agent: the condition was never written."""
+
+
+_TAKES_NOW: dict[type, bool] = {}
+
+
+def _takes_now(cluster: type) -> bool:
+    """Whether the cluster class's `foreign` judges faults at `now` (D61; asked once)."""
+    known = _TAKES_NOW.get(cluster)
+    if known is None:
+        known = _TAKES_NOW[cluster] = "now" in inspect.signature(cluster.foreign).parameters  # type: ignore[attr-defined]
+    return known
 
 
 def node_labels(name: str) -> dict[str, str]:
@@ -256,6 +270,7 @@ class SafetyCluster(MemoryCluster):
 # The operator
 
 
+@functools.cache
 def _accepts(name: str) -> bool:
     try:
         return name in inspect.signature(reconciler.reconcile).parameters
@@ -331,7 +346,7 @@ class Operator:
             # Ownership across policies, decided as the runtime does (engine.ownership). The
             # model also runs against revisions without it (issue 12's reverted fixes).
             # Fault-aware ownership (D61) where the revision has it.
-            aware = "now" in inspect.signature(self.cluster.foreign).parameters
+            aware = _takes_now(type(self.cluster))
             now = self.cluster.now if aware else None
             kwargs["foreign"] = lambda: (
                 self.cluster.foreign(policy, everyone, now)

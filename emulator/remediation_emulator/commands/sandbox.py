@@ -54,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("fast", "demo", "realistic"),
         help="timing profile: fast (tests), demo (default), realistic (published durations)",
     )
+    parser.add_argument(
+        "--agent",
+        default="kind",
+        choices=("kind", "eks", "npd"),
+        help="how the node agent reports: kind (default: a repair that worked clears the"
+        " condition) or eks (the EKS node monitoring agent: sticky until the agent restarts,"
+        " the newest reason wins, messages appended) or npd (node-problem-detector's"
+        " GPUProblem, sticky, lookback on restart; docs/emulator.md)",
+    )
     parser.add_argument("--log-level", default="warning", help="python log level (default warning)")
 
 
@@ -106,7 +115,7 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     settings = config.PROFILES[args.speed].with_(
-        fault_rate_per_node_hour=args.fault_rate, node_program=args.node_program
+        fault_rate_per_node_hour=args.fault_rate, node_program=args.node_program, agent=args.agent
     )
     async with apiserver.serve(host=args.host, port=args.port) as api:
         token = kubeconfig.token_for(FLEET_USER)

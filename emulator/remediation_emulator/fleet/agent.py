@@ -97,7 +97,10 @@ class NodeAgent:
         obj = self._nodes.get(node)
         if obj is None or not self._config.owns(obj):
             raise UnknownNodeError(f"node {node!r} is not part of the fleet")
-        return health.adopt(obj, self._faults, self._now())
+        profile = self._config.agent
+        return health.adopt(
+            obj, self._faults, self._now(), sticky=profile == "eks", npd=profile == "npd"
+        )
 
     def inject(self, node: str, fault: str) -> None:
         """Give `node` a fault of the named class (published at once)."""
@@ -107,6 +110,12 @@ class NodeAgent:
 
     def clear(self, node: str) -> None:
         self._health[node] = health.clear(self._current(node), self._now())
+        self.controller.enqueue(node)
+
+    def restart_agent(self, node: str) -> None:
+        """The agent on `node` restarts (pod deleted, OOM-killed): see health.restart_agent."""
+        lookback = timedelta(seconds=self._config.npd_lookback)
+        self._health[node] = health.restart_agent(self._current(node), self._now(), lookback)
         self.controller.enqueue(node)
 
     def gpu_reset(self, node: str) -> bool:

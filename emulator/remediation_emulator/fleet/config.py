@@ -15,6 +15,10 @@ EMULATED_LABEL = "sandbox.gpuops.io/emulated"
 """On every Node and NodeClaim the fleet creates (see `FleetConfig.adopt_all_nodes`)."""
 
 
+AGENT_PROFILES = ("kind", "eks", "npd")
+"""The node agent's reporting profiles (`FleetConfig.agent`)."""
+
+
 class ConfigError(ValueError):
     """A fleet setting that cannot work; the message names the field."""
 
@@ -64,6 +68,14 @@ class FleetConfig:
     node_program: bool = False
     """Executor Jobs whose container runs `remediation-operator node ...` run that program,
     against a fake GPU node per node (`node_program.py`), instead of being pretended."""
+    agent: str = "kind"
+    """How the node agent reports: `kind` (the condition follows the hardware: a repair that
+    worked clears it) or `eks` (the EKS node monitoring agent: sticky until the agent restarts,
+    the newest finding's reason, messages appended) or `npd` (node-problem-detector's kernel
+    monitor: `GPUProblem` True, sticky until NPD restarts, which replays only `npd_lookback`;
+    docs/emulator.md)."""
+    npd_lookback: float = 300.0
+    """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
     workers: int = 4
     """Concurrent reconciles per controller."""
     http_concurrency: int = 32
@@ -72,6 +84,12 @@ class FleetConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "agent":
+                if value not in AGENT_PROFILES:
+                    raise ConfigError(
+                        f"fleet config agent: one of {', '.join(AGENT_PROFILES)}, got {value!r}"
+                    )
+                continue
             if f.name in ("adopt_all_nodes", "job_controller", "node_program"):
                 if not isinstance(value, bool):
                     raise ConfigError(f"fleet config {f.name}: expected true or false")
@@ -98,7 +116,7 @@ class FleetConfig:
         labels = obj.get("metadata", {}).get("labels") or {}
         return self.adopt_all_nodes or labels.get(EMULATED_LABEL) == "true"
 
-    def with_(self, **changes: float | int | bool | None) -> FleetConfig:
+    def with_(self, **changes: float | int | bool | str | None) -> FleetConfig:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)  # type: ignore[arg-type]
 

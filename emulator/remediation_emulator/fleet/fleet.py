@@ -121,6 +121,10 @@ class Fleet:
     def clear(self, node: str) -> None:
         self.agent.clear(node)
 
+    def restart_agent(self, node: str) -> None:
+        """The node agent on `node` restarts (a sticky agent then forgets what it reported)."""
+        self.agent.restart_agent(node)
+
 
 @contextlib.asynccontextmanager
 async def running(

@@ -11,6 +11,7 @@ agent is silent.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,16 @@ ACCELERATED = "AcceleratedHardwareReady"
 GPU_HEALTHY = "GPUHealthy"
 """A node-problem-detector style custom condition; True means healthy (docs/emulator.md)."""
 AGENT_CONDITIONS = (ACCELERATED, GPU_HEALTHY)
+GPU_PROBLEM = "GPUProblem"
+"""node-problem-detector's kernel-log condition (the chart's gpu-kernel-monitor.json): True
+while a problem is present, the type names the problem."""
+_NPD_DEFAULT = (
+    "False",
+    "NoGPUXidError",
+    "no NVIDIA XID that needs node action in the kernel log since boot",
+)
+"""The chart's NPD default condition (charts/remediation-operator/npd/gpu-kernel-monitor.json)."""
+_NPD_REASON = re.compile(r"NvidiaXID[0-9]+Error")
 
 _HEALTHY: Mapping[str, tuple[str, str, str]] = {
     READY: ("True", "KubeletReady", "kubelet is posting ready status"),
@@ -52,6 +63,7 @@ def parse_timestamp(text: str) -> datetime:
 class Transition:
     status: str
     since: datetime
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,17 @@ class NodeHealth:
     latent: FaultClass | None = None
     """A fault a repair hid from the conditions but not fixed (`validation_fails`): only a
     validation Job finds it."""
+    sticky: bool = False
+    """The EKS node monitoring agent's profile (`FleetConfig.agent: eks`): the conditions show
+    `shown`, what the agent last reported, not the hardware's state; only the agent's restart
+    (`restart_agent`, or the node's reboot) sets them healthy again (docs/emulator.md)."""
+    npd: bool = False
+    """node-problem-detector's profile (`FleetConfig.agent: npd`, sticky too): `GPUProblem`
+    instead of the EKS agent's conditions; a newer finding replaces reason and message and
+    moves lastTransitionTime; a restart replays only findings within the lookback."""
+    shown: tuple[str, str] | None = None
+    """Sticky profile: the (reason, message) the agent reported, None: healthy. A newer finding
+    replaces the reason and appends its message ("; ", no duplicates)."""
 
     @property
     def rebooting(self) -> bool:
@@ -87,6 +110,15 @@ def desired(health: NodeHealth) -> dict[str, tuple[str, str, str]]:
     wanted = {READY: _UNREACHABLE if health.rebooting else _HEALTHY[READY]}
     if health.silent:
         return wanted
+    if health.npd:
+        shown = health.shown
+        wanted[GPU_PROBLEM] = _NPD_DEFAULT if shown is None else ("True", *shown)
+        return wanted
+    if health.sticky:
+        for type_ in AGENT_CONDITIONS:
+            shown = health.shown
+            wanted[type_] = _HEALTHY[type_] if shown is None else ("False", *shown)
+        return wanted
     for type_ in AGENT_CONDITIONS:
         if health.fault is None:
             wanted[type_] = _HEALTHY[type_]
@@ -99,10 +131,14 @@ def settle(health: NodeHealth, now: datetime) -> NodeHealth:
     """Record a transition for every written condition whose status changed."""
     transitions = dict(health.transitions)
     changed = False
-    for type_, (status, _, _) in desired(health).items():
+    for type_, (status, reason, _) in desired(health).items():
         before = transitions.get(type_)
-        if before is None or before.status != status:
-            transitions[type_] = Transition(status, now)
+        # NPD moves the transition when the reason changes too (log_monitor.go generateStatus).
+        moved = (
+            health.npd and type_ == GPU_PROBLEM and before is not None and before.reason != reason
+        )
+        if before is None or before.status != status or moved:
+            transitions[type_] = Transition(status, now, reason)
             changed = True
     return replace(health, transitions=transitions) if changed else health
 
@@ -143,7 +179,13 @@ def differs(health: NodeHealth, node: Mapping[str, Any]) -> bool:
     return False
 
 
-def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datetime) -> NodeHealth:
+def adopt(
+    node: Mapping[str, Any],
+    catalog: Mapping[str, FaultClass],
+    now: datetime,
+    sticky: bool = False,
+    npd: bool = False,
+) -> NodeHealth:
     """Take over a node as found (after a restart, or a node made by someone else): keep its
     bootID and transition times, and recognise a fault it already shows."""
     status = node.get("status", {})
@@ -165,20 +207,72 @@ def adopt(node: Mapping[str, Any], catalog: Mapping[str, FaultClass], now: datet
         if type_ == ACCELERATED and condition.get("status") == "False":
             fault = by_reason.get(str(condition.get("reason")))
             fault_since = since
-    health = NodeHealth(boot_id, fault, fault_since if fault else None, transitions=transitions)
+    health = NodeHealth(
+        boot_id,
+        fault,
+        fault_since if fault else None,
+        transitions=transitions,
+        sticky=sticky or npd,
+        npd=npd,
+        shown=reported(None, fault) if sticky and not npd and fault is not None else None,
+    )
     return settle(health, now)
 
 
+def reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str] | None:
+    """What the EKS agent's `Fatal` makes of a new finding over what it reported: the newest
+    reason; the messages joined with "; " unless the old one already holds the new one
+    (aws/eks-node-monitoring-agent pkg/manager/node_exporter.go). A silent class reports
+    nothing."""
+    if fault.silent or not fault.reason:
+        return shown
+    if shown is None:
+        return (fault.reason, fault.message)
+    old = shown[1]
+    message = old if fault.message in old else f"{old}; {fault.message}" if old else fault.message
+    return (fault.reason, message)
+
+
+def npd_reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str] | None:
+    """What NPD's kernel monitor makes of a finding: an XID its rules know replaces reason and
+    message (kubernetes/node-problem-detector pkg/systemlogmonitor/log_monitor.go,
+    `generateStatus`); a class that is no kernel XID (NVLink, DCGM) it does not see."""
+    if not _NPD_REASON.fullmatch(fault.reason):
+        return shown
+    return (fault.reason, fault.message)
+
+
 def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:
-    return settle(replace(health, fault=fault, fault_since=now, latent=None), now)
+    if health.npd:
+        shown = npd_reported(health.shown, fault)
+    else:
+        shown = reported(health.shown, fault) if health.sticky else None
+    return settle(replace(health, fault=fault, fault_since=now, latent=None, shown=shown), now)
 
 
 def clear(health: NodeHealth, now: datetime) -> NodeHealth:
+    """The hardware is healthy again; a sticky agent keeps showing what it reported."""
     return settle(replace(health, fault=None, fault_since=None, latent=None), now)
 
 
+def restart_agent(
+    health: NodeHealth, now: datetime, lookback: timedelta = timedelta(minutes=5)
+) -> NodeHealth:
+    """The agent restarted (its pod was deleted, OOM-killed, upgraded): a sticky agent writes
+    its conditions healthy at start and forgets what it reported, also a fault that is still
+    there (XID events are not replayed). NPD's kmsg watcher replays the lines newer than its
+    `lookback` (stock 5m; logwatchers/kmsg/log_watcher_linux.go): a finding that recent is
+    reported again, an older one forgotten. A kind agent shows the hardware as it is anyway."""
+    shown = None
+    fault, since = health.fault, health.fault_since
+    if health.npd and fault is not None and since is not None and now - since <= lookback:
+        shown = npd_reported(None, fault)
+    return settle(replace(health, shown=shown), now)
+
+
 def _repaired(health: NodeHealth, now: datetime) -> NodeHealth:
-    """A repair cleared the condition; a `validation_fails` class stays latent."""
+    """A repair cleared the fault (a kind agent's condition with it; a sticky agent's stays);
+    a `validation_fails` class stays latent."""
     fault = health.fault
     latent = fault if fault is not None and fault.validation_fails else None
     return settle(replace(health, fault=None, fault_since=None, latent=latent), now)
@@ -220,10 +314,17 @@ def finish_reboot(
     boot_id: str,
     clears: float | None = None,
 ) -> NodeHealth:
-    """The node is back: a new bootID, Ready again, the fault gone with the reboot chance."""
+    """The node is back: a new bootID, Ready again, the fault gone with the reboot chance. A
+    sticky agent restarted with the node: healthy at start, and a fault the reboot did not
+    clear reported again as the driver meets it (an assumption: XID 79 recurs at GPU init)."""
     back = replace(health, rebooting_until=None, boot_id=boot_id)
+    if back.sticky:
+        back = replace(back, shown=None)
     if back.fault is not None and rng.random() < _chance(back.fault.reboot_clears, clears):
         return _repaired(back, now)
+    if back.sticky and back.fault is not None:
+        again = npd_reported(None, back.fault) if back.npd else reported(None, back.fault)
+        back = replace(back, shown=again, fault_since=now)
     return settle(back, now)
 
 

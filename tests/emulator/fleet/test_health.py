@@ -140,3 +140,102 @@ def test_adopting_a_node_keeps_its_transition_times_and_recognises_its_fault() -
         },
     )
     assert health.differs(adopted, node)  # GPUHealthy is missing on the node
+
+
+# The EKS agent's profile (FleetConfig.agent: eks; issue 21) -------------------------------------
+
+
+def eks(boot: str = "boot-1") -> NodeHealth:
+    return health.settle(NodeHealth(boot, sticky=True), T0)
+
+
+def accelerated(h: NodeHealth, now: datetime = T0) -> dict[str, object]:
+    return by_type(health.conditions(h, now))["AcceleratedHardwareReady"]
+
+
+def test_the_eks_agent_keeps_the_newest_reason_and_appends_messages() -> None:
+    """aws/eks-node-monitoring-agent pkg/manager/node_exporter.go, `Fatal`: status False,
+    reason replaced, message appended with "; " (no duplicates), lastTransitionTime kept."""
+    later = T0 + timedelta(seconds=15)
+    first = health.inject(eks(), FAULTS["xid-48"], T0)
+    both = health.inject(first, FAULTS["xid-63"], later)
+    shown = accelerated(both, later)
+    assert shown["status"] == "False"
+    assert shown["reason"] == "NvidiaXID63Error"
+    assert shown["message"] == (
+        "XID 48: a double-bit ECC error (DBE) occurred; detected XID-63 on the instance,"
+        " review kernel logs for additional information."
+    )
+    assert shown["lastTransitionTime"] == "2026-11-30T12:00:00Z"
+    again = health.inject(both, FAULTS["xid-63"], later)
+    assert accelerated(again, later)["message"] == shown["message"]
+
+
+def test_the_eks_agents_condition_outlives_a_repair_until_the_agent_restarts() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-62"], T0)
+    reset, ran = health.gpu_reset(faulty, random.Random(1), T0, clears=1.0)
+    assert ran
+    assert reset.fault is None
+    assert health.validates(reset)
+    assert accelerated(reset)["status"] == "False"  # sticky: nothing sets it True again
+    restarted = health.restart_agent(reset, T0)
+    assert accelerated(restarted)["status"] == "True"
+
+
+def test_a_restarted_eks_agent_forgets_a_fault_that_is_still_there() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-79"], T0)
+    restarted = health.restart_agent(faulty, T0)
+    assert restarted.fault is not None
+    assert not health.validates(restarted)
+    assert accelerated(restarted)["status"] == "True"
+
+
+def test_after_a_reboot_the_eks_agent_reports_a_fault_the_reboot_did_not_clear() -> None:
+    faulty = health.inject(eks(), FAULTS["xid-79"], T0)
+    rebooting = health.begin_reboot(faulty, T0, 1.0)
+    kept = health.finish_reboot(rebooting, random.Random(1), T0, "boot-2", clears=0.0)
+    assert accelerated(kept)["status"] == "False"
+    assert accelerated(kept)["reason"] == "NvidiaXID79Error"
+    fixed = health.finish_reboot(rebooting, random.Random(1), T0, "boot-2", clears=1.0)
+    assert accelerated(fixed)["status"] == "True"
+
+
+# node-problem-detector's profile (FleetConfig.agent: npd; issue 21) ------------------------------
+
+
+def npd() -> NodeHealth:
+    return health.settle(NodeHealth("boot-1", sticky=True, npd=True), T0)
+
+
+def gpu_problem(h: NodeHealth, now: datetime = T0) -> dict[str, object]:
+    return by_type(health.conditions(h, now))["GPUProblem"]
+
+
+def test_npd_shows_gpu_problem_true_with_the_newest_xid_and_moves_the_transition() -> None:
+    """kubernetes/node-problem-detector log_monitor.go `generateStatus`: a permanent rule sets
+    the condition True; a new reason replaces reason and message and moves the transition."""
+    assert gpu_problem(npd())["status"] == "False"
+    assert gpu_problem(npd())["reason"] == "NoGPUXidError"
+    assert "AcceleratedHardwareReady" not in by_type(health.conditions(npd(), T0))
+    later = T0 + timedelta(minutes=1)
+    first = health.inject(npd(), FAULTS["xid-79"], T0)
+    second = health.inject(first, FAULTS["xid-63"], later)
+    shown = gpu_problem(second, later)
+    assert (shown["status"], shown["reason"]) == ("True", "NvidiaXID63Error")
+    assert "XID-63" in str(shown["message"])
+    assert "XID 79" not in str(shown["message"])
+    assert shown["lastTransitionTime"] == "2026-11-30T12:01:00Z"
+    nvlink = health.inject(second, FAULTS["nvlink"], later)  # no kernel XID: NPD sees nothing
+    assert gpu_problem(nvlink, later)["reason"] == "NvidiaXID63Error"
+
+
+def test_a_restarted_npd_replays_only_findings_within_its_lookback() -> None:
+    faulty = health.inject(npd(), FAULTS["xid-79"], T0)
+    soon = health.restart_agent(faulty, T0 + timedelta(minutes=4))
+    assert gpu_problem(soon)["status"] == "True"
+    late = health.restart_agent(faulty, T0 + timedelta(hours=1))
+    assert gpu_problem(late)["status"] == "False"  # a GPU that failed an hour ago reads healthy
+    assert late.fault is not None
+    assert not health.validates(late)
+    reset, _ = health.gpu_reset(faulty, random.Random(1), T0, clears=1.0)
+    assert gpu_problem(reset)["status"] == "True"  # sticky until NPD restarts

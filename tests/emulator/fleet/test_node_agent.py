@@ -193,3 +193,40 @@ async def test_random_injection_faults_healthy_nodes_only(api: ApiServer, gpus: 
             what=f"{fault} on {node}",
         )
     assert injector.step() == []  # nobody healthy is left
+
+
+async def test_the_eks_profile_keeps_the_condition_after_a_reset_until_the_agent_restarts(
+    api: ApiServer, admin: KubeClient
+) -> None:
+    """FleetConfig.agent: eks (issue 21): the condition stays as the agent reported it after a
+    reset that fixed the GPU; the newest reason wins and the messages are appended; only the
+    agent's restart writes it True again."""
+    from remediation_emulator.fleet import fleet as fleet_module
+    from tests.emulator.fleet.conftest import SHAPE, TEST_CONFIG, connection
+
+    config = TEST_CONFIG.with_(agent="eks", reset_clears=1.0)
+    async with fleet_module.running(connection(api), shape=SHAPE, config=config, seed=1) as gpus:
+        await eventually(lambda: api.store.find("nodes", "gpu-0001"), what="the node")
+        gpus.inject("gpu-0001", "xid-62")
+        gpus.inject("gpu-0001", "xid-63")
+        shown = await eventually(
+            lambda: (
+                (c := condition(api, "gpu-0001", "AcceleratedHardwareReady"))["reason"]
+                == "NvidiaXID63Error"
+                and c
+            ),
+            what="the newest finding's reason",
+        )
+        assert shown["status"] == "False"
+        assert shown["message"].startswith(
+            "XID 62: internal micro-controller halt; detected XID-63"
+        )
+        await annotate(admin, "gpu-0001", request="GPUReset:gpu-0001-rem:1")
+        ack = await eventually(lambda: node_annotations(api, "gpu-0001").get(ACK), what="ack")
+        assert ack == "GPUReset:gpu-0001-rem:1:Succeeded"
+        assert condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False"
+        gpus.restart_agent("gpu-0001")
+        await eventually(
+            lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "True",
+            what="the restarted agent's condition",
+        )
