@@ -520,7 +520,7 @@ class Diagnostics(SpecModel):
     model_config = _rules(
         {
             "rule": "!has(self.timeout) || duration(self.timeout) > duration('0s')",
-            "message": "must be longer than 0s: the Job would end before it could run",
+            "message": "must be longer than 0s (a Job cannot finish in no time)",
             "fieldPath": ".timeout",
         },
     )
@@ -557,7 +557,7 @@ class Validation(SpecModel):
     model_config = _rules(
         {
             "rule": "!has(self.timeout) || duration(self.timeout) > duration('0s')",
-            "message": "must be longer than 0s: the Job would end before it could run",
+            "message": "must be longer than 0s (a Job cannot finish in no time)",
             "fieldPath": ".timeout",
         },
     )

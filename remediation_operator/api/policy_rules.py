@@ -76,10 +76,8 @@ def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]
             )
     if spec.validation is not None:
         errors += _twice(spec.validation.after, f"{prefix}.validation.after")
-        errors += _positive(spec.validation.timeout, f"{prefix}.validation.timeout", "Job")
     if spec.diagnostics is not None:
         errors += _twice(spec.diagnostics.before, f"{prefix}.diagnostics.before")
-        errors += _positive(spec.diagnostics.timeout, f"{prefix}.diagnostics.timeout", "Job")
     return errors
 
 
@@ -198,13 +196,6 @@ def _fault(fault: Fault, path: str) -> list[FieldError]:
             )
         )
     return errors
-
-
-def _positive(duration: str, path: str, what: str) -> list[FieldError]:
-    """A check given a timeout of 0s ends before it can run: no verdict at all."""
-    if durations.parse(duration).total_seconds() > 0:
-        return []
-    return [FieldError(path, f"must be longer than 0s: the {what} would end before it could run")]
 
 
 def _budget(budget: Budget, path: str) -> list[FieldError]:

@@ -484,7 +484,7 @@ def test_a_check_with_a_zero_timeout_is_refused(minimal: dict[str, Any]) -> None
     """A validation given no time would end before its Job ran: no verdict (issue 22)."""
     minimal["spec"]["validation"] = {"timeout": "0s"}
     assert messages(minimal) == {
-        "spec.validation.timeout": "must be longer than 0s: the Job would end before it could run"
+        "spec.validation.timeout": "'0s' must be longer than 0s (a Job cannot finish in no time)"
     }
     minimal["spec"].pop("validation")
     minimal["spec"]["diagnostics"] = {"destination": "s3://b/p", "timeout": "0s"}
