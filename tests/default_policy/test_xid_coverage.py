@@ -305,3 +305,41 @@ def test_the_charts_default_policy_makes_the_same_decisions(policy: Policy) -> N
         assert (None if theirs is None else (theirs.name, ladder(theirs))) == (
             None if ours is None else (ours.name, ladder(ours))
         ), (type_, reason)
+
+
+def test_the_chart_reads_two_findings_in_one_report_as_the_example_does(policy: Policy) -> None:
+    # The EKS agent keeps only the newest finding in the reason and appends every finding to
+    # the message (D62): XID <n> then XID 63 in one report reads "NvidiaXID63Error" with both
+    # in the message. The chart's copy must find the earlier, severe one there too.
+    import yaml
+
+    from remediation_operator.api.policy_parsing import parse_policy
+
+    values = yaml.safe_load(CHART_VALUES.read_text(encoding="utf-8"))
+    chart = parse_policy(
+        {
+            "apiVersion": "remediation.gpuops.io/v1alpha1",
+            "kind": "RemediationPolicy",
+            "metadata": {"name": values["defaultPolicy"]["name"]},
+            "spec": values["defaultPolicy"]["spec"],
+        }
+    )
+    for xid in sorted(domain_catalog.EKS_CONDITION_XIDS - {63}):
+        message = (
+            f"detected XID-{xid} on the instance, review kernel logs for additional information.;"
+            " detected XID-63 on the instance, review kernel logs for additional information."
+        )
+        node = NodeView(
+            name="gpu-1",
+            conditions=(
+                Condition(
+                    "AcceleratedHardwareReady", "False", "NvidiaXID63Error", message, observed_at=NOW
+                ),
+            ),
+        )
+        ours = matching.match(node, policy.faults, NOW)
+        theirs = matching.match(node, chart.faults, NOW)
+        assert ours is not None, xid
+        assert theirs is not None, xid
+        assert (theirs.fault.name, ladder(theirs.fault)) == (ours.fault.name, ladder(ours.fault))
+        assert ours.fault.name != CATCH_ALL, xid
