@@ -333,7 +333,11 @@ def test_the_chart_reads_two_findings_in_one_report_as_the_example_does(policy: 
             name="gpu-1",
             conditions=(
                 Condition(
-                    "AcceleratedHardwareReady", "False", "NvidiaXID63Error", message, observed_at=NOW
+                    "AcceleratedHardwareReady",
+                    "False",
+                    "NvidiaXID63Error",
+                    message,
+                    observed_at=NOW,
                 ),
             ),
         )
