@@ -267,7 +267,10 @@ def test_only_executor_jobs_are_privileged(
         assert container["securityContext"] == {"privileged": True}
 
 
-OPERATOR_IMAGE = "ghcr.io/gpuops/remediation-operator:0.1.0"
+OPERATOR_IMAGE = "ghcr.io/gpuops/remediation-operator:" + str(
+    tomllib.loads((chart_check.ROOT / "pyproject.toml").read_text())["project"]["version"]
+)
+"""The operator's own image at this release (the chart's appVersion is the package version)."""
 
 
 def node_program(job: Document) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -428,12 +431,18 @@ def test_default_policy_follows_the_values(rendered: dict[str, list[Document]]) 
     assert [f["name"] for f in spec["faults"]] == [
         "gpu-contact-support",
         "gpu-unreachable",
+        "gpu-fabric-manager",
+        "gpu-recovery-reboot",
         "gpu-double-bit-ecc",
         "gpu-nvlink",
         "gpu-xid-reset",
+        "gpu-dcgm-replace",
+        "gpu-dcgm-reboot",
         "gpu-dcgm-health",
         "node-networking",
         "node-kernel",
+        "node-storage",
+        "host-unreachable",
         "gpu-unknown-reason",
     ]
     reset = next(f for f in spec["faults"] if f["name"] == "gpu-xid-reset")
