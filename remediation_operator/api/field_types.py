@@ -190,6 +190,18 @@ Duration = Annotated[
 ]
 """Go-style duration text: `90s`, `5m`, `1h30m`, `168h`; at most 8760h."""
 
+RecordedDuration = Annotated[
+    str,
+    WithJsonSchema(
+        {"type": "string", "pattern": durations.PATTERN, "maxLength": MAX_DURATION_LENGTH}
+    ),
+]
+"""A duration the operator records in a status (a step's timeout): the same text as
+`Duration`, without its CEL rule. A CEL rule on a field of `status.steps[]` (a list the API
+server cannot bound) costs more than a CRD's whole validation budget: the real kube-apiserver
+refuses the CRD ("estimated rule cost exceeds budget"). The operator wrote it from a policy
+that passed `Duration`'s checks."""
+
 Regex = Annotated[
     str,
     AfterValidator(_regex),

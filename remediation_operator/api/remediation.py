@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from remediation_operator.api.field_types import Duration, ReasonWord, Timestamp
+from remediation_operator.api.field_types import ReasonWord, RecordedDuration, Timestamp
 from remediation_operator.api.model_base import SpecModel, StatusModel
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.remediation import Outcome, Phase
@@ -63,7 +63,7 @@ class StepRecord(StatusModel):
     location: str | None = Field(default=None, max_length=1024)
     """Diagnose only: where the diagnostics were written (`<destination>/<remediation>/
     diagnose-<n>`, the policy's `diagnostics.destination`)."""
-    timeout: Duration | None = None
+    timeout: RecordedDuration | None = None
     """Validate and Diagnose: the timeout the step started with; the running step keeps it
     even if the policy's `validation` or `diagnostics` changes or is removed meanwhile."""
 

@@ -147,7 +147,7 @@ def test_notes_warn_when_the_cluster_would_refuse_the_executor_jobs(
         notes = shell(
             f"helm install remediation-operator charts/remediation-operator -n {NAMESPACE}"
             " --set executors.namespace.create=false"
-            " --set jobTemplates.gpuReset.runtimeClassName=nvidia"
+            " --set jobTemplates.diagnose.runtimeClassName=nvidia"
             " --set nodeProblemDetector.enabled=true"
             " --set nodeProblemDetector.namespace.create=false"
         )
@@ -169,7 +169,7 @@ def test_notes_warn_when_the_cluster_would_refuse_the_executor_jobs(
         )
         quiet = shell(
             f"helm upgrade remediation-operator charts/remediation-operator -n {NAMESPACE}"
-            " --reset-then-reuse-values --set jobTemplates.gpuReset.runtimeClassName="
+            " --reset-then-reuse-values --set jobTemplates.diagnose.runtimeClassName="
             " --set nodeProblemDetector.enabled=false"
         )
         assert "WARNING" not in quiet
