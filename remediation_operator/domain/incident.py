@@ -115,7 +115,8 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     # that is schedulable means someone uncordoned it after us, even if we had not yet
     # recorded the cordon as done.
     cordoned = cordon_done(state) or (state.step is Action.Cordon and node.quarantined)
-    if cordoned and not state.dry_run and not node.unschedulable and not _released(ctx, state, node):
+    ours = _released(ctx, state, node)
+    if cordoned and not state.dry_run and not node.unschedulable and not ours:
         # The condition as it is now: only its clearing and return after this may reopen.
         seen = matching.match_fault(node, fault, ctx.now, policy.faults)
         state = replace(state, condition=observed(seen) or state.condition)

@@ -182,10 +182,11 @@ class Change(enum.Enum):
     the next plan reads it."""
     UNSEEN = "unseen"
     """Only conditions no policy watches (nor Ready) changed, or parts of the status `to_view`
-    does not read (capacity and allocatable other than `nvidia.com/gpu`, images, addresses...), or nothing but the object's version: no
-    plan reads what changed, so the view may stay as it is until the set of watched conditions
-    changes. (Metadata, spec and nodeInfo are compared whole: `to_view` may read any of them.
-    If it ever reads another part of the status, compare that part here too.)"""
+    does not read (capacity and allocatable but `nvidia.com/gpu`, images, addresses...), or
+    nothing but the object's version: no plan reads what changed, so the view may stay as it
+    is until the set of watched conditions changes. (Metadata, spec and nodeInfo are compared
+    whole: `to_view` may read any of them. If it ever reads another part of the status,
+    compare that part here too.)"""
 
 
 _UNTRACKED_METADATA = frozenset({"resourceVersion", "managedFields"})

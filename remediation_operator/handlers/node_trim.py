@@ -24,11 +24,12 @@ copy), `handlers/node_cache.py` and `handlers/runtime.py` (name, uid, labels):
   nodeInfo.bootID, and `nvidia.com/gpu` of capacity and allocatable (recovery needs the GPUs
   advertised again, docs/decisions.md D68).
 
-Dropped: managedFields, images, the other resources of capacity and allocatable, addresses, daemonEndpoints, the rest of
-nodeInfo, spec.podCIDR(s), other writers' annotations. Any value of an unexpected type is
-kept as it is, so `engine.nodes` judges a hostile object exactly as before. A field the
-operator starts reading must be added here: tests/performance/test_node_trim.py holds
-`to_view` and the cordon's patch on a trimmed Node to those on the full one.
+Dropped: managedFields, images, the other resources of capacity and allocatable, addresses,
+daemonEndpoints, the rest of nodeInfo, spec.podCIDR(s), other writers' annotations. Any
+value of an unexpected type is kept as it is, so `engine.nodes` judges a hostile object
+exactly as before. A field the operator starts reading must be added here:
+tests/performance/test_node_trim.py holds `to_view` and the cordon's patch on a trimmed Node
+to those on the full one.
 
 Most events are heartbeats: of what is kept, only some conditions and the resourceVersion
 moved (`heartbeat` finds them, comparing without building anything). The node cache then does
@@ -164,10 +165,10 @@ def heartbeat(stored: Mapping[str, Any], body: Mapping[str, Any]) -> Moved | Non
     """Where `body` differs from `stored` (the node's trimmed body), when that is a heartbeat.
 
     A heartbeat: of what `trim` keeps (the `nvidia.com/gpu` counts included), nothing differs
-    but the resourceVersion and some conditions, each keeping its place, its type and its set of fields. Returns those places
-    (empty: nothing moved), or None for any other update (and for odd content: a part that is
-    not a mapping). Reads only, builds nothing: the node cache then brings `stored` up to
-    date in place (`refresh`) and `engine.nodes.classify_moved` and
+    but the resourceVersion and some conditions, each keeping its place, its type and its set
+    of fields. Returns those places (empty: nothing moved), or None for any other update (and
+    for odd content: a part that is not a mapping). Reads only, builds nothing: the node cache
+    then brings `stored` up to date in place (`refresh`) and `engine.nodes.classify_moved` and
     `engine.condition_clock` judge the update from those places alone. (Equal means `==`: a
     field whose value turned from 1 to true is not seen to move; the API server's schema
     never gives these fields either.)

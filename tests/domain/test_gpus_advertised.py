@@ -48,7 +48,8 @@ def test_a_node_short_of_gpus_after_probation_stays_cordoned_with_the_reason() -
     assert "device plugin" in state.message
     assert cluster.finished == []
     view = cluster.nodes["gpu-1"]
-    assert view.unschedulable and view.quarantined, "never uncordoned short of GPUs"
+    assert view.unschedulable, "never uncordoned short of GPUs"
+    assert view.quarantined
     assert cluster.last is not None
     assert not any(isinstance(e, Release) for e in cluster.last.effects)
     (warning,) = [e for e in cluster.last.effects if isinstance(e, Announce)]

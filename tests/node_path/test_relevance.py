@@ -126,9 +126,9 @@ def test_a_flip_of_an_unwatched_condition_is_unseen() -> None:
     assert classify(flip) is Change.UNSEEN
     assert classify(flip, timedelta(minutes=1)) is Change.UNSEEN
     assert classify(lambda n: None) is Change.UNSEEN, "only resourceVersion moved"
-    assert classify(lambda n: n["status"]["allocatable"].update(cpu="7")) is (
-        Change.UNSEEN
-    ), "no view reads the allocatable resources but the GPUs"
+    assert classify(lambda n: n["status"]["allocatable"].update(cpu="7")) is (Change.UNSEEN), (
+        "no view reads the allocatable resources but the GPUs"
+    )
     assert (
         nodes.classify(node(), after(flip), WATCHED | {"KernelDeadlock"}, None) is Change.RELEVANT
     ), "once a policy watches it, the same flip matters"
