@@ -152,17 +152,27 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
 
 
 def _released(ctx: Context, state: RemediationState, node: NodeView) -> bool:
-    """Our own release: probation was over and the node advertised all its GPUs, so the
-    recovery's release (applied before the `Recovered` record, which a crash may have kept
-    from being written) uncordoned the node. Recovering again repeats that idempotent release;
-    it is no administrator's uncordon. (A node short of GPUs is never released by us, D68.)"""
+    """Our own release: probation was over, so the recovery's release (applied before the
+    `Recovered` record, which a crash may have kept from being written) uncordoned the node.
+    Recovering again repeats that idempotent release; it is no administrator's uncordon.
+
+    A node short of GPUs is held, not released (D68): then only our taint gone says the
+    release was ours (it was applied when the GPUs were all advertised, and one was marked
+    since); an uncordon that left our taint on is an administrator's `kubectl uncordon`."""
     since = state.healthy_since
     return (
         since is not None
         and state.step is not None
         and ctx.now >= since + ctx.policy.recovery.healthy_for
-        and not node.gpus_short
+        and not _held_for_gpus(state, node)
     )
+
+
+def _held_for_gpus(state: RemediationState, node: NodeView) -> bool:
+    """Probation over, the node is not given back: it advertises fewer GPUs than it has, and
+    our quarantine is still on it (DryRun: nothing was ever on it). Once our release has
+    removed the taint, the recovery was decided and a GPU marked since changes nothing."""
+    return node.gpus_short and (state.dry_run or node.quarantined)
 
 
 def progress(
@@ -275,7 +285,7 @@ def _probation(
         ), False
     healthy_for = ctx.policy.recovery.healthy_for
     ends = state.healthy_since + healthy_for
-    if now >= ends and node.gpus_short:
+    if now >= ends and _held_for_gpus(state, node):
         # The device plugin keeps a GPU it saw fail unhealthy for the life of its process
         # (NVIDIA/k8s-device-plugin, internal/rm/health.go): a node that advertises fewer
         # GPUs than it has is not recovered, whatever its conditions say (D68). Held, and

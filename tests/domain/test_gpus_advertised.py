@@ -141,3 +141,21 @@ def test_a_node_without_gpu_counts_recovers_as_before() -> None:
 
     (state,) = cluster.finished
     assert state.reason is Reason.Recovered
+
+
+def test_our_release_lost_before_a_gpu_was_marked_again_is_still_a_recovery() -> None:
+    """Found by the safety model: the recovery's release was applied (taint off, uncordoned)
+    but its record lost; a GPU is marked before the next plan. The node was given back by us:
+    the next plan records the recovery, not an administrator's uncordon, and does not hold."""
+    cluster = eight_gpu_fleet()
+    repaired_but_one_gpu_short(cluster)
+    cluster.edit("gpu-1", gpu_allocatable=8)
+    lost = cluster.decide()
+    for effect in lost.effects:
+        cluster.apply(effect)
+    cluster.edit("gpu-1", gpu_allocatable=7)  # the plugin marks a GPU again
+
+    run(cluster, "+5s plan")
+
+    (state,) = cluster.finished
+    assert (state.phase, state.reason) == (Phase.Succeeded, Reason.Recovered)
