@@ -144,7 +144,7 @@ def test_a_node_without_gpu_counts_recovers_as_before() -> None:
 
 
 def test_our_release_lost_before_a_gpu_was_marked_again_is_still_a_recovery() -> None:
-    """Found by the safety model: the recovery's release was applied (taint off, uncordoned)
+    """The recovery's release was applied (taint off, uncordoned)
     but its record lost; a GPU is marked before the next plan. The node was given back by us:
     the next plan records the recovery, not an administrator's uncordon, and does not hold."""
     cluster = eight_gpu_fleet()
