@@ -277,8 +277,8 @@ def test_a_heartbeat_that_ends_staleness_is_relevant() -> None:
 def test_the_gpu_counts_are_whole_numbers_or_none(value: object, count: int | None) -> None:
     """Recovery compares allocatable with capacity (D68): a value the API server would not
     write as a whole number is no count, never a crash or a guess."""
-    body = {"metadata": {"name": "n"}, "status": {"capacity": {"nvidia.com/gpu": value}}}
-    body["status"]["allocatable"] = {"nvidia.com/gpu": value}
+    resources = {"nvidia.com/gpu": value}
+    body = {"metadata": {"name": "n"}, "status": {"capacity": resources, "allocatable": resources}}
     view = nodes.to_view(body)
     assert (view.gpu_capacity, view.gpu_allocatable) == (count, count)
     odd = nodes.to_view({"status": {"capacity": value, "allocatable": [value]}})
