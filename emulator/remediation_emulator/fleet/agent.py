@@ -131,6 +131,18 @@ class NodeAgent:
         self._health[node] = health.restart_device_plugin(self._current(node))
         self.controller.enqueue(node)
 
+    def device_plugin_running(self, node: str, running: bool) -> None:
+        """The device plugin's pod on `node` is there (`running`) or gone (the GPU Operator's
+        stop label took it off): see health.device_plugin_running."""
+        try:
+            current = self._current(node)
+        except UnknownNodeError:
+            return  # not a node the fleet plays the agent for
+        after = health.device_plugin_running(current, running)
+        if after != current:
+            self._health[node] = after
+            self.controller.enqueue(node)
+
     def gpu_reset(self, node: str) -> bool:
         """Reset the node's GPUs now; False when the reset cannot run (GPU unreachable, node
         rebooting). A reset that runs clears the fault with the class's probability."""

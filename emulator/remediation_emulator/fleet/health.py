@@ -112,6 +112,9 @@ class NodeHealth:
     unhealthy_gpus: int = 0
     """GPUs the device plugin marked unhealthy since it started (a critical XID marks the
     failing GPU; only the plugin's restart forgets the marks)."""
+    plugin_stopped: bool = False
+    """The device plugin's pod is gone (the GPU Operator's stop label during a reset): the
+    kubelet marks every device of the resource unhealthy, allocatable 0."""
 
     @property
     def rebooting(self) -> bool:
@@ -160,6 +163,8 @@ def allocatable(health: NodeHealth) -> str | None:
     devices, or None when the device plugin is not played (the Node keeps what it has)."""
     if not health.device_plugin or health.gpus is None:
         return None
+    if health.plugin_stopped:
+        return "0"
     return str(max(0, health.gpus - health.unhealthy_gpus))
 
 
@@ -173,7 +178,19 @@ def _marked(health: NodeHealth, fault: FaultClass | None) -> NodeHealth:
 def restart_device_plugin(health: NodeHealth) -> NodeHealth:
     """The device plugin's pod restarted: it enumerates the GPUs anew, all healthy (its marks
     lived in the process only); a GPU still failing is marked at its next XID."""
-    return replace(health, unhealthy_gpus=0)
+    return replace(health, unhealthy_gpus=0, plugin_stopped=False)
+
+
+def device_plugin_running(health: NodeHealth, running: bool) -> NodeHealth:
+    """The plugin's pod left the node or came back. Gone: the kubelet marks every device of
+    the resource unhealthy at once (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/
+    manager.go, `PluginDisconnected` -> `markResourceUnhealthy`), allocatable 0; back: a new
+    process, every GPU healthy (`restart_device_plugin`)."""
+    if not running:
+        return replace(health, plugin_stopped=True, unhealthy_gpus=0)
+    if health.plugin_stopped:
+        return restart_device_plugin(health)
+    return health
 
 
 def settle(health: NodeHealth, now: datetime) -> NodeHealth:

@@ -299,3 +299,16 @@ def test_without_the_device_plugin_played_the_node_keeps_its_count() -> None:
 def test_adopting_a_node_that_advertises_short_keeps_the_marks() -> None:
     short = {"status": {**GPU_NODE["status"], "allocatable": {"nvidia.com/gpu": "6"}}}
     assert health.allocatable(health.adopt(short, FAULTS, T0, device_plugin=True)) == "6"
+
+
+def test_a_device_plugin_pod_taken_off_the_node_advertises_nothing_then_all_anew() -> None:
+    """The GPU Operator's stop label during a reset takes the plugin's pod off: the kubelet
+    marks the resource unhealthy (allocatable 0); the new pod starts with every GPU healthy."""
+    repaired, _ = health.gpu_reset(
+        health.inject(plugin_node(), FAULTS["xid-62"], T0), random.Random(0), T0, clears=1.0
+    )
+    assert health.allocatable(repaired) == "7"
+    stopped = health.device_plugin_running(repaired, False)
+    assert health.allocatable(stopped) == "0"
+    assert health.allocatable(health.device_plugin_running(stopped, True)) == "8"
+    assert health.device_plugin_running(repaired, True) == repaired, "a running plugin stays"
