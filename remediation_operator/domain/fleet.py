@@ -52,9 +52,27 @@ class NodeView:
     created_at: datetime | None = None
     excluded_by_annotation: bool = False
     """The node carries the annotation `remediation.gpuops.io/exclude=true`."""
+    gpu_capacity: int | None = None
+    """status.capacity["nvidia.com/gpu"]: the GPUs the device plugin registered (None: absent
+    or not a whole number)."""
+    gpu_allocatable: int | None = None
+    """status.allocatable["nvidia.com/gpu"]: the GPUs the device plugin advertises healthy. A
+    critical XID marks a GPU unhealthy for the life of the plugin process (NVIDIA/k8s-device-
+    plugin, internal/rm/health.go), so after a reset or reboot that fixed it this stays below
+    the capacity until the plugin's pod restarts (docs/decisions.md D68)."""
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
+
+    @property
+    def gpus_short(self) -> bool:
+        """The node advertises fewer GPUs than it has: the capacity is known and positive and
+        the allocatable count (absent: none) is below it. A node with no GPU capacity known is
+        never short (a CPU node, or a view built without the counts)."""
+        capacity = self.gpu_capacity
+        if capacity is None or capacity <= 0:
+            return False
+        return (self.gpu_allocatable or 0) < capacity
 
     @property
     def ready(self) -> bool:

@@ -115,7 +115,8 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     # that is schedulable means someone uncordoned it after us, even if we had not yet
     # recorded the cordon as done.
     cordoned = cordon_done(state) or (state.step is Action.Cordon and node.quarantined)
-    if cordoned and not state.dry_run and not node.unschedulable and not _released(ctx, state):
+    ours = _released(ctx, state, node)
+    if cordoned and not state.dry_run and not node.unschedulable and not ours:
         # The condition as it is now: only its clearing and return after this may reopen.
         seen = matching.match_fault(node, fault, ctx.now, policy.faults)
         state = replace(state, condition=observed(seen) or state.condition)
@@ -150,16 +151,28 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     ctx.finish(rested)
 
 
-def _released(ctx: Context, state: RemediationState) -> bool:
+def _released(ctx: Context, state: RemediationState, node: NodeView) -> bool:
     """Our own release: probation was over, so the recovery's release (applied before the
     `Recovered` record, which a crash may have kept from being written) uncordoned the node.
-    Recovering again repeats that idempotent release; it is no administrator's uncordon."""
+    Recovering again repeats that idempotent release; it is no administrator's uncordon.
+
+    A node short of GPUs is held, not released (D68): then only our taint gone says the
+    release was ours (it was applied when the GPUs were all advertised, and one was marked
+    since); an uncordon that left our taint on is an administrator's `kubectl uncordon`."""
     since = state.healthy_since
     return (
         since is not None
         and state.step is not None
         and ctx.now >= since + ctx.policy.recovery.healthy_for
+        and not _held_for_gpus(state, node)
     )
+
+
+def _held_for_gpus(state: RemediationState, node: NodeView) -> bool:
+    """Probation over, the node is not given back: it advertises fewer GPUs than it has, and
+    our quarantine is still on it (DryRun: nothing was ever on it). Once our release has
+    removed the taint, the recovery was decided and a GPU marked since changes nothing."""
+    return node.gpus_short and (state.dry_run or node.quarantined)
 
 
 def progress(
@@ -203,7 +216,7 @@ def _move(
     if now is stage.Stage.Tolerating:
         return _tolerating(ctx, state, node, fault, found)
     if now is stage.Stage.Probation:
-        return _probation(ctx, state, found)
+        return _probation(ctx, state, node, found)
     if now in (stage.Stage.Running, stage.Stage.Retrying):
         return in_flight(ctx, state, node, fault, found)
     if now is stage.Stage.StepOver:
@@ -260,7 +273,7 @@ def _tolerating(
 
 
 def _probation(
-    ctx: Context, state: RemediationState, found: matching.Match | None
+    ctx: Context, state: RemediationState, node: NodeView, found: matching.Match | None
 ) -> tuple[RemediationState, bool]:
     now = ctx.now
     assert state.healthy_since is not None
@@ -272,6 +285,24 @@ def _probation(
         ), False
     healthy_for = ctx.policy.recovery.healthy_for
     ends = state.healthy_since + healthy_for
+    if now >= ends and _held_for_gpus(state, node):
+        # The device plugin keeps a GPU it saw fail unhealthy for the life of its process
+        # (NVIDIA/k8s-device-plugin, internal/rm/health.go): a node that advertises fewer
+        # GPUs than it has is not recovered, whatever its conditions say (D68). Held, and
+        # planned again when the node's GPU counts change (a relevant change).
+        assert node.gpu_capacity is not None
+        message = messages.gpus_not_advertised(
+            state.fault, node.gpu_allocatable, node.gpu_capacity, state.dry_run
+        )
+        if state.reason is not Reason.GPUsNotAdvertised:
+            ctx.announce(state, Reason.GPUsNotAdvertised, message, Severity.Warning)
+        return replace(
+            state,
+            phase=Phase.Blocked,
+            reason=Reason.GPUsNotAdvertised,
+            message=message,
+            next_check_at=ctx.fallback(state, Reason.GPUsNotAdvertised),
+        ), True
     if now >= ends:
         message = messages.recovered(state.fault, healthy_for, state.cordoned_by_us, state.dry_run)
         recovered = ended(ctx, state, Phase.Succeeded, Reason.Recovered, message)

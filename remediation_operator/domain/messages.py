@@ -340,6 +340,16 @@ def probation(fault: str, since: datetime, ends: datetime, now: datetime, dry_ru
     )
 
 
+def gpus_not_advertised(fault: str, allocatable: int | None, capacity: int, dry_run: bool) -> str:
+    held = "the incident stays open (DryRun)" if dry_run else "the node stays cordoned"
+    return (
+        f"Fault {fault} stayed absent, but the node advertises {allocatable or 0} of its"
+        f" {capacity} nvidia.com/gpu, so {held} until it advertises all {capacity}: the NVIDIA"
+        " device plugin keeps a GPU it saw fail marked unhealthy until its pod restarts, so"
+        " restart the device plugin pod on this node."
+    )
+
+
 def recovered(fault: str, healthy_for: timedelta, uncordon: bool, dry_run: bool) -> str:
     if dry_run:
         return (

@@ -62,6 +62,10 @@ class Reason(StrEnum):
     """The fault came back during probation; the ladder resumes where it was."""
     Recovered = "Recovered"
     """The fault stayed absent through probation; the node is back in service."""
+    GPUsNotAdvertised = "GPUsNotAdvertised"
+    """Probation is over but the node advertises fewer `nvidia.com/gpu` than its capacity (the
+    device plugin still marks a GPU unhealthy): the node stays cordoned until it advertises
+    them all (D68)."""
     FaultGone = "FaultGone"
     """Re-check before a destructive step found the fault absent; the step was not started."""
 

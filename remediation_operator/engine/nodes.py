@@ -24,6 +24,8 @@ QUARANTINED_BY_ANNOTATION = "remediation.gpuops.io/quarantined-by"
 """Written with our taint: the policy whose cordon it is (k8s/names.py QUARANTINED_BY)."""
 UNCORDON_ON_RELEASE_ANNOTATION = "remediation.gpuops.io/uncordon-on-release"
 """Written by a cordon that flipped spec.unschedulable (k8s/names.py UNCORDON_ON_RELEASE)."""
+GPU_RESOURCE = "nvidia.com/gpu"
+"""The extended resource the NVIDIA device plugin advertises (capacity and allocatable)."""
 READY = "Ready"
 """Always watched: reboot confirmation and budgets depend on it."""
 
@@ -108,6 +110,28 @@ def _quarantined(spec: Mapping[str, Any]) -> bool:
     )
 
 
+_MAX_COUNT_DIGITS = 6
+
+
+def _count(resources: object) -> int | None:
+    """`nvidia.com/gpu` of a status.capacity or status.allocatable mapping as a whole number,
+    or None when absent or not one. The API server writes a quantity as a string ("8"); a
+    plain integer is accepted too, anything else (a suffix, a fraction) is no count."""
+    if type(resources) is not dict and not isinstance(resources, Mapping):
+        return None
+    value = resources.get(GPU_RESOURCE)
+    if type(value) is int:
+        return value if value >= 0 else None
+    if isinstance(value, str) and 0 < len(value) <= _MAX_COUNT_DIGITS and value.isdigit():
+        return int(value) if value.isascii() else None
+    return None
+
+
+def gpu_counts(status: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(capacity, allocatable) of `nvidia.com/gpu` in a Node's status."""
+    return _count(status.get("capacity")), _count(status.get("allocatable"))
+
+
 def name_of(node: Mapping[str, Any]) -> str:
     """metadata.name, or "" when the object has none."""
     return _text(_mapping(node.get("metadata")).get("name"))
@@ -143,6 +167,8 @@ def to_view(node: Mapping[str, Any], observed: Mapping[str, datetime] | None = N
         excluded_by_annotation=annotations.get(EXCLUDE_KEY) == "true",
         boot_id=_text(_mapping(status.get("nodeInfo")).get("bootID")),
         created_at=parse_time(metadata.get("creationTimestamp")),
+        gpu_capacity=_count(status.get("capacity")),
+        gpu_allocatable=_count(status.get("allocatable")),
     )
 
 
@@ -156,10 +182,11 @@ class Change(enum.Enum):
     the next plan reads it."""
     UNSEEN = "unseen"
     """Only conditions no policy watches (nor Ready) changed, or parts of the status `to_view`
-    does not read (capacity, images, addresses...), or nothing but the object's version: no
-    plan reads what changed, so the view may stay as it is until the set of watched conditions
-    changes. (Metadata, spec and nodeInfo are compared whole: `to_view` may read any of them.
-    If it ever reads another part of the status, compare that part here too.)"""
+    does not read (capacity and allocatable but `nvidia.com/gpu`, images, addresses...), or
+    nothing but the object's version: no plan reads what changed, so the view may stay as it
+    is until the set of watched conditions changes. (Metadata, spec and nodeInfo are compared
+    whole: `to_view` may read any of them. If it ever reads another part of the status,
+    compare that part here too.)"""
 
 
 _UNTRACKED_METADATA = frozenset({"resourceVersion", "managedFields"})
@@ -265,6 +292,8 @@ def classify(
     old_info, new_info = _mapping(old_status.get("nodeInfo")), _mapping(new_status.get("nodeInfo"))
     if old_info.get("bootID") != new_info.get("bootID"):
         return Change.RELEVANT
+    if gpu_counts(old_status) != gpu_counts(new_status):
+        return Change.RELEVANT  # GPUs advertised again, or lost: recovery reads them (D68)
     old_conditions = _watched_conditions(old, watched_condition_types)
     new_conditions = _watched_conditions(new, watched_condition_types)
     if old_conditions.keys() != new_conditions.keys():
@@ -334,7 +363,8 @@ def is_relevant_change(
     """Could this Node update change a decision? Cheap; called on every watch event.
 
     Relevant: the node appeared or went away; a watched condition (or Ready) appeared,
-    disappeared, or changed status or reason; spec.unschedulable, taints, labels, bootID, our
+    disappeared, or changed status or reason; the `nvidia.com/gpu` capacity or allocatable
+    count changed; spec.unschedulable, taints, labels, bootID, our
     agent-ack annotation or the exclude annotation (an opt-out) changed. A heartbeat-only
     change matters only when it could end staleness: a heartbeat appearing, or advancing by
     more than `stale_after` (None: heartbeats alone are never relevant; the runtime's node

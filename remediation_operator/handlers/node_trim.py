@@ -20,14 +20,16 @@ copy), `handlers/node_cache.py` and `handlers/runtime.py` (name, uid, labels):
   agent-request, exclude, ...) and Karpenter's (`karpenter.sh/*`, do-not-disrupt);
 - spec: unschedulable, taints (whole: the cordon writes the list back with ours added),
   providerID;
-- status: conditions (all of them, as they are: a policy may start watching any type) and
-  nodeInfo.bootID.
+- status: conditions (all of them, as they are: a policy may start watching any type),
+  nodeInfo.bootID, and `nvidia.com/gpu` of capacity and allocatable (recovery needs the GPUs
+  advertised again, docs/decisions.md D68).
 
-Dropped: managedFields, images, capacity, allocatable, addresses, daemonEndpoints, the rest of
-nodeInfo, spec.podCIDR(s), other writers' annotations. Any value of an unexpected type is
-kept as it is, so `engine.nodes` judges a hostile object exactly as before. A field the
-operator starts reading must be added here: tests/performance/test_node_trim.py holds
-`to_view` and the cordon's patch on a trimmed Node to those on the full one.
+Dropped: managedFields, images, the other resources of capacity and allocatable, addresses,
+daemonEndpoints, the rest of nodeInfo, spec.podCIDR(s), other writers' annotations. Any
+value of an unexpected type is kept as it is, so `engine.nodes` judges a hostile object
+exactly as before. A field the operator starts reading must be added here:
+tests/performance/test_node_trim.py holds `to_view` and the cordon's patch on a trimmed Node
+to those on the full one.
 
 Most events are heartbeats: of what is kept, only some conditions and the resourceVersion
 moved (`heartbeat` finds them, comparing without building anything). The node cache then does
@@ -42,6 +44,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from remediation_operator.engine.nodes import GPU_RESOURCE
+
 KEPT_METADATA = (
     "name",
     "uid",
@@ -52,6 +56,8 @@ KEPT_METADATA = (
     "ownerReferences",
 )
 KEPT_SPEC = ("unschedulable", "taints", "providerID")
+KEPT_RESOURCES = ("capacity", "allocatable")
+"""status parts of which only `GPU_RESOURCE` is kept."""
 KEPT_ANNOTATION_PREFIXES = ("remediation.gpuops.io/", "karpenter.sh/")
 """Annotation keys the operator reads or writes on Nodes all start with one of these."""
 
@@ -122,6 +128,17 @@ def _annotations(value: object, before: object) -> object:
     return _strings(kept)
 
 
+def _resources(value: object, before: object) -> object:
+    """Of a capacity or allocatable mapping, `nvidia.com/gpu` only (`before`'s dict when it
+    did not change); odd content as it is."""
+    if type(value) is not dict and not isinstance(value, Mapping):
+        return value
+    kept = {GPU_RESOURCE: value[GPU_RESOURCE]} if GPU_RESOURCE in value else {}
+    if before is not None and kept == before:
+        return before
+    return kept
+
+
 def _conditions(raw: object, before: object) -> object:
     """The conditions with shared strings, the ones equal to `before`'s at the same place
     being `before`'s objects (a heartbeat rebuilds one condition, not all of them)."""
@@ -147,11 +164,11 @@ Moved = tuple[int, ...]
 def heartbeat(stored: Mapping[str, Any], body: Mapping[str, Any]) -> Moved | None:
     """Where `body` differs from `stored` (the node's trimmed body), when that is a heartbeat.
 
-    A heartbeat: of what `trim` keeps, nothing differs but the resourceVersion and some
-    conditions, each keeping its place, its type and its set of fields. Returns those places
-    (empty: nothing moved), or None for any other update (and for odd content: a part that is
-    not a mapping). Reads only, builds nothing: the node cache then brings `stored` up to
-    date in place (`refresh`) and `engine.nodes.classify_moved` and
+    A heartbeat: of what `trim` keeps (the `nvidia.com/gpu` counts included), nothing differs
+    but the resourceVersion and some conditions, each keeping its place, its type and its set
+    of fields. Returns those places (empty: nothing moved), or None for any other update (and
+    for odd content: a part that is not a mapping). Reads only, builds nothing: the node cache
+    then brings `stored` up to date in place (`refresh`) and `engine.nodes.classify_moved` and
     `engine.condition_clock` judge the update from those places alone. (Equal means `==`: a
     field whose value turned from 1 to true is not seen to move; the API server's schema
     never gives these fields either.)
@@ -201,6 +218,18 @@ def heartbeat(stored: Mapping[str, Any], body: Mapping[str, Any]) -> Moved | Non
             return None
     elif "nodeInfo" in known:
         return None
+    for part in KEPT_RESOURCES:
+        if part in status:
+            resources, was = status[part], known.get(part)
+            if type(resources) is not dict or type(was) is not dict:
+                return None
+            if GPU_RESOURCE in resources:
+                if GPU_RESOURCE not in was or resources[GPU_RESOURCE] != was[GPU_RESOURCE]:
+                    return None
+            elif GPU_RESOURCE in was:
+                return None
+        elif part in known:
+            return None
     conditions, before = status.get("conditions"), known.get("conditions")
     if type(conditions) is not list or type(before) is not list:
         return None
@@ -314,6 +343,9 @@ def trim(body: Mapping[str, Any], previous: Mapping[str, Any] | None = None) -> 
                 boot = {"bootID": info["bootID"]} if "bootID" in info else {}
                 info = was if was is not None and boot == was else boot
             trimmed["nodeInfo"] = info
+        for part in KEPT_RESOURCES:
+            if part in status:
+                trimmed[part] = _resources(status[part], known.get(part))
         out["status"] = trimmed
     elif "status" in body:
         out["status"] = status

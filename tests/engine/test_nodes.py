@@ -6,6 +6,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -237,7 +238,7 @@ def test_noise_is_filtered_out() -> None:
     assert not changed(beat)
     assert not changed(beat, stale_after=timedelta(minutes=10))
     assert not changed(lambda n: n["metadata"]["annotations"].update(other="x"))
-    assert not changed(lambda n: n["status"].update(allocatable={"nvidia.com/gpu": "8"}))
+    assert not changed(lambda n: n["status"].update(allocatable={"cpu": "8"}))
     assert not changed(
         lambda n: n["status"]["conditions"].append({"type": "DiskPressure", "status": "True"})
     )
@@ -254,3 +255,31 @@ def test_a_heartbeat_that_ends_staleness_is_relevant() -> None:
     new = copy.deepcopy(old)
     late_beat(new)
     assert nodes.is_relevant_change(old, new, WATCHED, timedelta(minutes=5))
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [
+        ("8", 8),
+        (8, 8),
+        ("0", 0),
+        ("8k", None),
+        ("1.5", None),
+        ("-1", None),
+        (-1, None),
+        (True, None),
+        ("\uff18", None),  # a fullwidth digit: str.isdigit, but no quantity
+        ("", None),
+        (None, None),
+        ("9" * 40, None),
+    ],
+)
+def test_the_gpu_counts_are_whole_numbers_or_none(value: object, count: int | None) -> None:
+    """Recovery compares allocatable with capacity (D68): a value the API server would not
+    write as a whole number is no count, never a crash or a guess."""
+    resources = {"nvidia.com/gpu": value}
+    body = {"metadata": {"name": "n"}, "status": {"capacity": resources, "allocatable": resources}}
+    view = nodes.to_view(body)
+    assert (view.gpu_capacity, view.gpu_allocatable) == (count, count)
+    odd = nodes.to_view({"status": {"capacity": value, "allocatable": [value]}})
+    assert odd.gpu_capacity is None

@@ -343,3 +343,72 @@ async def test_npd_forgetting_a_fault_on_restart_does_not_give_the_node_back(
         what="the validation fails and the ladder climbs to Replace",
     )
     assert "Recovered" not in cluster.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(config=CONFIG.with_(device_plugin_marks=True, reset_clears=1.0))
+async def test_a_node_short_of_gpus_after_a_reset_stays_cordoned_until_they_are_advertised(
+    cluster: Cluster,
+) -> None:
+    """Finding 5 (D68): the reset fixes the GPU and the agent reports healthy, but the device
+    plugin keeps the GPU it saw fail marked unhealthy (NVIDIA/k8s-device-plugin,
+    internal/rm/health.go): 7 of 8 `nvidia.com/gpu` advertised. Before the fix the incident
+    ended Recovered and uncordoned the node; now it holds it until the plugin restarts."""
+    node = cluster.node_names()[0]
+    reset_now = fault(
+        "gpu-xid-reset",
+        "NvidiaXID62Error",
+        [
+            {"action": "Cordon", "escalateAfter": "0s"},
+            {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+            {"action": "GPUReset", "timeout": "20s", "escalateAfter": "5m"},
+            {"action": "Replace", "timeout": "60s"},
+        ],
+    )
+    cluster.apply(policy(faults=[reset_now]))
+    await cluster.start_operator()
+
+    def gpus(part: str) -> str | None:
+        return ((cluster.node(node) or {}).get("status", {}).get(part) or {}).get("nvidia.com/gpu")
+
+    assert gpus("allocatable") == gpus("capacity") == "8"
+    cluster.fleet.inject(node, "xid-62")
+    await eventually(lambda: gpus("allocatable") == "7", what="the device plugin's mark")
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("reason") == "GPUsNotAdvertised"
+        ),
+        within=30,
+        what="held for the GPUs after the reset",
+    )
+    status = (cluster.remediation(node) or {})["status"]
+    assert status["phase"] == "Blocked"
+    assert "7 of its 8 nvidia.com/gpu" in status["message"]
+    assert [s["action"] for s in status["steps"]][-1] == "GPUReset"
+    shown = (cluster.node(node) or {})["status"]["conditions"]
+    assert [c["status"] for c in shown if c["type"] == XID] == ["True"], "the agent: healthy"
+    # recovery.healthyFor is 1s: a recovery would have given the node back within this.
+    await stays(
+        lambda: (
+            is_cordoned_by_us(cluster.node(node))
+            and (cluster.remediation(node) or {}).get("status", {}).get("reason")
+            == "GPUsNotAdvertised"
+        ),
+        3.0,
+        "the node stays cordoned while it advertises 7 of 8 GPUs",
+    )
+    assert "Recovered" not in cluster.event_reasons(node, "Node")
+    assert "GPUsNotAdvertised" in cluster.event_reasons(node, "Node")
+
+    # The sandbox's way to restart the node's device plugin pod.
+    cluster.api.store.patch(
+        "nodes",
+        node,
+        {"metadata": {"annotations": {"sandbox.gpuops.io/restart-device-plugin": "now"}}},
+    )
+    await eventually(lambda: gpus("allocatable") == "8", what="every GPU advertised again")
+    await eventually(
+        lambda: (cluster.remediation(node) or {}).get("status", {}).get("reason") == "Recovered",
+        what="recovered once every GPU is advertised",
+    )
+    assert not is_cordoned_by_us(cluster.node(node))
+    assert not (cluster.node(node) or {})["spec"].get("unschedulable")

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from remediation_operator.domain.fleet import EXCLUDE_KEY
-from remediation_operator.engine.nodes import AGENT_ACK_ANNOTATION, READY, parse_time
+from remediation_operator.engine.nodes import AGENT_ACK_ANNOTATION, READY, gpu_counts, parse_time
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -79,6 +79,9 @@ def is_relevant_change(
     old_info = _mapping(_mapping(old.get("status")).get("nodeInfo"))
     new_info = _mapping(_mapping(new.get("status")).get("nodeInfo"))
     if old_info.get("bootID") != new_info.get("bootID"):
+        return True
+    # Added since (issue 21, D68): the GPUs advertised are a recovery input.
+    if gpu_counts(_mapping(old.get("status"))) != gpu_counts(_mapping(new.get("status"))):
         return True
     old_facts = _condition_facts(old, watched_condition_types)
     new_facts = _condition_facts(new, watched_condition_types)

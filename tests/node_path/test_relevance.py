@@ -126,12 +126,23 @@ def test_a_flip_of_an_unwatched_condition_is_unseen() -> None:
     assert classify(flip) is Change.UNSEEN
     assert classify(flip, timedelta(minutes=1)) is Change.UNSEEN
     assert classify(lambda n: None) is Change.UNSEEN, "only resourceVersion moved"
-    assert classify(lambda n: n["status"].update(allocatable={"nvidia.com/gpu": "7"})) is (
-        Change.UNSEEN
-    ), "no view reads the allocatable resources"
+    assert classify(lambda n: n["status"]["allocatable"].update(cpu="7")) is (Change.UNSEEN), (
+        "no view reads the allocatable resources but the GPUs"
+    )
     assert (
         nodes.classify(node(), after(flip), WATCHED | {"KernelDeadlock"}, None) is Change.RELEVANT
     ), "once a policy watches it, the same flip matters"
+
+
+def test_a_change_of_the_gpus_advertised_is_relevant() -> None:
+    """Recovery waits for the device plugin to advertise every GPU again (D68): the event
+    that brings allocatable back to the capacity must wake the node's plan."""
+    assert classify(lambda n: n["status"].update(allocatable={"nvidia.com/gpu": "7"})) is (
+        Change.RELEVANT
+    )
+    assert classify(lambda n: n["status"].update(capacity={"nvidia.com/gpu": "4"})) is (
+        Change.RELEVANT
+    )
 
 
 @pytest.mark.parametrize(
@@ -250,7 +261,10 @@ node_objects = well_formed | maybe(
             {
                 "conditions": st.lists(conditions, max_size=4) | anything,
                 "nodeInfo": maybe({"bootID": st.sampled_from(["b1", "b2"])}),
-                "allocatable": st.sampled_from([{"gpu": "8"}, {"gpu": "7"}]),
+                "allocatable": st.sampled_from(
+                    [{"gpu": "8"}, {"gpu": "7"}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "7"}]
+                ),
+                "capacity": st.sampled_from([{"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": 8}]),
             }
         ),
     }
@@ -264,6 +278,7 @@ PATHS = [
     ("spec", "taints"),
     ("status", "nodeInfo"),
     ("status", "allocatable"),
+    ("status", "capacity"),
     ("status", "conditions"),
 ]
 CONDITION_KEYS = ["type", "status", "reason", "message", "lastHeartbeatTime", "lastTransitionTime"]

@@ -112,9 +112,11 @@ def test_trim_keeps_every_field_the_operator_reads_and_drops_the_bulk() -> None:
     }
     assert trimmed["status"]["conditions"] == body["status"]["conditions"]
     assert trimmed["status"]["nodeInfo"] == {"bootID": body["status"]["nodeInfo"]["bootID"]}
+    for part in ("capacity", "allocatable"):  # recovery reads the GPUs advertised (D68)
+        assert trimmed["status"][part] == {"nvidia.com/gpu": body["status"][part]["nvidia.com/gpu"]}
     for gone in ("managedFields",):
         assert gone not in meta
-    for gone in ("images", "capacity", "allocatable", "addresses", "daemonEndpoints"):
+    for gone in ("images", "addresses", "daemonEndpoints"):
         assert gone not in trimmed["status"], gone
     assert compact(trimmed) < compact(body) / 2
 
@@ -196,6 +198,15 @@ def edited_nodes(draw: st.DrawFn) -> dict[str, Any]:
     status["nodeInfo"]["bootID"] = draw(st.sampled_from(["b-1", "b-2"]) | odd)
     if draw(st.integers(0, 9)) == 0:
         status["nodeInfo"] = draw(odd)
+    for part in ("capacity", "allocatable"):
+        if draw(st.booleans()):
+            status[part]["nvidia.com/gpu"] = draw(st.sampled_from(["8", "7", "0", 8, "8k"]) | odd)
+        if draw(st.integers(0, 9)) == 0:
+            status[part]["cpu"] = draw(st.sampled_from(["191", "190"]))  # not read: unseen
+        if draw(st.integers(0, 9)) == 0:
+            del status[part]["nvidia.com/gpu"]
+        if draw(st.integers(0, 19)) == 0:
+            status[part] = draw(odd)
     if draw(st.integers(0, 19)) == 0:
         body[draw(st.sampled_from(["metadata", "spec", "status"]))] = draw(odd)
     return body
@@ -472,7 +483,7 @@ async def test_the_node_cache_keeps_trimmed_nodes_from_the_watch(
         modified = cache.body("gpu-00001")
         assert modified is not None
         assert modified["spec"]["unschedulable"] is True
-        assert "allocatable" not in modified["status"]
+        assert modified["status"]["allocatable"] == {"nvidia.com/gpu": "8"}  # only the GPUs
         assert modified["metadata"]["labels"] is listed["metadata"]["labels"], "kept, not copied"
         assert nodes.to_view(modified) == nodes.to_view(api.store.get("nodes", "gpu-00001"))
     finally:

@@ -37,6 +37,7 @@ from tests.safety.world import (
     AHR,
     EXCLUDE_KEY,
     FAULT_REASON,
+    GPUS,
     HEALTHY_FOR,
     HEALTHY_REASON,
     HISTORY,
@@ -118,6 +119,9 @@ class NodeModel:
     """How often an administrator uncordoned this node."""
     failed_here: bool = False
     """An incident on this machine ended Failed: it keeps the node cordoned, recorded."""
+    gpus_short: bool = False
+    """The device plugin advertises 7 of the node's 8 GPUs (a GPU it saw fail stays marked
+    unhealthy until the plugin restarts, NVIDIA/k8s-device-plugin internal/rm/health.go)."""
     forgot: bool = False
     """The agent restarted while the fault stayed: it writes healthy (real agents forget on
     restart: node-problem-detector's lookback, the EKS agent's start) until a new finding."""
@@ -293,6 +297,17 @@ class SafetyModel(RuleBasedStateMachine):
             return
         model.forgot = True
         self.write(name)
+        self.settle()
+
+    @rule(name=st.sampled_from(NODES), short=st.booleans())
+    def device_plugin(self, name: str, short: bool) -> None:
+        """The device plugin marks a GPU unhealthy (7 of 8 advertised), or restarts and
+        advertises all 8 again; independent of the agent's condition, as in reality."""
+        model = self.nodes[name]
+        if not model.exists:
+            return
+        model.gpus_short = short
+        self.cluster.set_gpus(name, GPUS, GPUS - 1 if short else GPUS)
         self.settle()
 
     @rule(name=st.sampled_from(NODES))
@@ -501,6 +516,8 @@ class SafetyModel(RuleBasedStateMachine):
     def _create_node(self, name: str) -> None:
         model = self.nodes[name]
         self.cluster.add_node(name, labels=node_labels(name), nodeclaim=self.cluster.karpenter)
+        model.gpus_short = False  # a new machine: its device plugin advertises every GPU
+        self.cluster.set_gpus(name, GPUS, GPUS)
         self.cluster.add_pod(name, f"{name}-w{model.incarnation}")
         self.write(name)
 
@@ -677,6 +694,12 @@ class SafetyModel(RuleBasedStateMachine):
                         "sticky",
                         f"Remediation {name} ended Recovered while the live agent on"
                         f" {state.node} still shows its condition False (reason {node.reason})",
+                    )
+                if state.reason is Reason.Recovered and node.exists and node.gpus_short:
+                    self.violated(
+                        "gpus",
+                        f"Remediation {name} ended Recovered while node {state.node} advertises"
+                        f" {GPUS - 1} of its {GPUS} nvidia.com/gpu (D68)",
                     )
                 if state.phase is Phase.Failed and node.exists:
                     node.failed_here = True

@@ -65,6 +65,8 @@ FAR = datetime(2100, 1, 1, tzinfo=UTC)
 EXCLUDE_KEY = "remediation.gpuops.io/exclude"
 
 NODES = ("n0", "n1", "n2")
+GPUS = 8
+"""Every node's `nvidia.com/gpu` capacity."""
 TEAM_X = frozenset({"n0", "n1"})
 """Selected by both policies (`beta` selects team=x, `alpha` selects the whole pool)."""
 POLICIES = ("alpha", "beta")
@@ -229,6 +231,13 @@ class SafetyCluster(MemoryCluster):
             annotations.pop(key, None)
         else:
             annotations[key] = value
+        self._touch(node)
+
+    def set_gpus(self, node: str, capacity: int, allocatable: int) -> None:
+        """The kubelet's `nvidia.com/gpu` counts (the device plugin's healthy GPUs)."""
+        status = self._get(node)["status"]
+        status["capacity"] = {"nvidia.com/gpu": str(capacity)}
+        status["allocatable"] = {"nvidia.com/gpu": str(allocatable)}
         self._touch(node)
 
     def uninstall_karpenter(self) -> None:

@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " the newest reason wins, messages appended) or npd (node-problem-detector's"
         " GPUProblem, sticky, lookback on restart; docs/emulator.md)",
     )
+    parser.add_argument(
+        "--device-plugin-marks",
+        action="store_true",
+        help="play the NVIDIA device plugin's health check: a critical XID takes a GPU off"
+        " allocatable nvidia.com/gpu until the plugin restarts (a reboot, or the annotation"
+        " sandbox.gpuops.io/restart-device-plugin; docs/emulator.md)",
+    )
     parser.add_argument("--log-level", default="warning", help="python log level (default warning)")
 
 
@@ -115,7 +122,10 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     settings = config.PROFILES[args.speed].with_(
-        fault_rate_per_node_hour=args.fault_rate, node_program=args.node_program, agent=args.agent
+        fault_rate_per_node_hour=args.fault_rate,
+        node_program=args.node_program,
+        agent=args.agent,
+        device_plugin_marks=args.device_plugin_marks,
     )
     async with apiserver.serve(host=args.host, port=args.port) as api:
         token = kubeconfig.token_for(FLEET_USER)

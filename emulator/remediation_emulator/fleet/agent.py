@@ -33,6 +33,9 @@ from remediation_emulator.fleet.informer import Informer, version_number
 log = logging.getLogger(__name__)
 
 INJECT = "sandbox.gpuops.io/inject-fault"
+RESTART_DEVICE_PLUGIN = "sandbox.gpuops.io/restart-device-plugin"
+"""Any value: the node's device plugin restarts (with `FleetConfig.device_plugin_marks`, the
+GPUs it marked unhealthy are advertised again); the agent removes the annotation."""
 INJECT_ERROR = "sandbox.gpuops.io/inject-fault-error"
 """Set by the agent when an injection annotation named no known fault class."""
 CLEAR_VALUES = frozenset({"none", "clear", ""})
@@ -99,7 +102,12 @@ class NodeAgent:
             raise UnknownNodeError(f"node {node!r} is not part of the fleet")
         profile = self._config.agent
         return health.adopt(
-            obj, self._faults, self._now(), sticky=profile == "eks", npd=profile == "npd"
+            obj,
+            self._faults,
+            self._now(),
+            sticky=profile == "eks",
+            npd=profile == "npd",
+            device_plugin=self._config.device_plugin_marks,
         )
 
     def inject(self, node: str, fault: str) -> None:
@@ -117,6 +125,23 @@ class NodeAgent:
         lookback = timedelta(seconds=self._config.npd_lookback)
         self._health[node] = health.restart_agent(self._current(node), self._now(), lookback)
         self.controller.enqueue(node)
+
+    def restart_device_plugin(self, node: str) -> None:
+        """The device plugin's pod on `node` restarts: see health.restart_device_plugin."""
+        self._health[node] = health.restart_device_plugin(self._current(node))
+        self.controller.enqueue(node)
+
+    def device_plugin_running(self, node: str, running: bool) -> None:
+        """The device plugin's pod on `node` is there (`running`) or gone (the GPU Operator's
+        stop label took it off): see health.device_plugin_running."""
+        try:
+            current = self._current(node)
+        except UnknownNodeError:
+            return  # not a node the fleet plays the agent for
+        after = health.device_plugin_running(current, running)
+        if after != current:
+            self._health[node] = after
+            self.controller.enqueue(node)
 
     def gpu_reset(self, node: str) -> bool:
         """Reset the node's GPUs now; False when the reset cannot run (GPU unreachable, node
@@ -230,6 +255,9 @@ class NodeAgent:
                     patch[INJECT_ERROR] = None
             except CatalogError as exc:
                 patch[INJECT_ERROR] = f"{INJECT}: {exc}"
+        if RESTART_DEVICE_PLUGIN in annotations:
+            patch[RESTART_DEVICE_PLUGIN] = None
+            h = health.restart_device_plugin(h)
         request = annotations.get(REQUEST)
         if request:
             h = self._take_request(h, request, annotations.get(ACK, ""), now)
@@ -254,12 +282,15 @@ class NodeAgent:
         return max(0.0, (deadline - now).total_seconds()) + _EPSILON
 
     async def _publish(self, name: str, h: NodeHealth, now: datetime) -> None:
-        body = {
-            "status": {
-                "conditions": health.conditions(h, now),
-                "nodeInfo": {"bootID": h.boot_id},
-            }
+        status: dict[str, object] = {
+            "conditions": health.conditions(h, now),
+            "nodeInfo": {"bootID": h.boot_id},
         }
+        advertised = health.allocatable(h)
+        if advertised is not None:
+            # The kubelet's count of the device plugin's healthy GPUs (the agent plays both).
+            status["allocatable"] = {health.GPU_RESOURCE: advertised}
+        body = {"status": status}
         written = await self._client.patch(
             resources.NODES, name, body, subresource="status", patch_type=PatchType.STRATEGIC
         )

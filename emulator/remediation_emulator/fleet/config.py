@@ -19,6 +19,10 @@ AGENT_PROFILES = ("kind", "eks", "npd")
 """The node agent's reporting profiles (`FleetConfig.agent`)."""
 
 
+_FLAGS = ("adopt_all_nodes", "job_controller", "node_program", "device_plugin_marks")
+"""The fields that are true or false."""
+
+
 class ConfigError(ValueError):
     """A fleet setting that cannot work; the message names the field."""
 
@@ -76,6 +80,12 @@ class FleetConfig:
     docs/emulator.md)."""
     npd_lookback: float = 300.0
     """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
+    device_plugin_marks: bool = False
+    """Play the NVIDIA device plugin's health check: a critical XID marks one GPU unhealthy
+    for the life of the plugin process, so the Node's allocatable `nvidia.com/gpu` drops by
+    one and stays so across a GPU reset, until the plugin restarts (a reboot, or the Node
+    annotation `sandbox.gpuops.io/restart-device-plugin`; docs/emulator.md). Off by default:
+    every repaired node would then wait for that restart."""
     workers: int = 4
     """Concurrent reconciles per controller."""
     http_concurrency: int = 32
@@ -90,7 +100,7 @@ class FleetConfig:
                         f"fleet config agent: one of {', '.join(AGENT_PROFILES)}, got {value!r}"
                     )
                 continue
-            if f.name in ("adopt_all_nodes", "job_controller", "node_program"):
+            if f.name in _FLAGS:
                 if not isinstance(value, bool):
                     raise ConfigError(f"fleet config {f.name}: expected true or false")
                 continue

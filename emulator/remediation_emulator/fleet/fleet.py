@@ -125,6 +125,10 @@ class Fleet:
         """The node agent on `node` restarts (a sticky agent then forgets what it reported)."""
         self.agent.restart_agent(node)
 
+    def restart_device_plugin(self, node: str) -> None:
+        """The device plugin on `node` restarts (its unhealthy marks are forgotten)."""
+        self.agent.restart_device_plugin(node)
+
 
 @contextlib.asynccontextmanager
 async def running(

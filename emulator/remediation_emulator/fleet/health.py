@@ -35,6 +35,16 @@ _NPD_DEFAULT = (
 )
 """The chart's NPD default condition (charts/remediation-operator/npd/gpu-kernel-monitor.json)."""
 _NPD_REASON = re.compile(r"NvidiaXID[0-9]+Error")
+GPU_RESOURCE = "nvidia.com/gpu"
+_XID_REASON = re.compile(r"NvidiaXID([0-9]+)Error")
+_XID_OF_REASON = {"NvidiaDoubleBitError": 48}
+"""Catalog reasons that name no XID but come with one: the `xid-48` class (faults.yaml: "XID
+48: a double-bit ECC error") reports the EKS agent's double-bit reason, and the driver raises
+XID 48 as a critical XID event as well."""
+DEVICE_PLUGIN_IGNORED_XIDS = frozenset({13, 31, 43, 45, 68, 109})
+"""Application errors the NVIDIA device plugin's health check skips (NVIDIA/k8s-device-plugin,
+internal/rm/health.go, `getDisabledHealthCheckXids`); every other critical XID marks the
+device Unhealthy, and nothing in that process marks it Healthy again."""
 
 _HEALTHY: Mapping[str, tuple[str, str, str]] = {
     READY: ("True", "KubeletReady", "kubelet is posting ready status"),
@@ -94,6 +104,17 @@ class NodeHealth:
     shown: tuple[str, str] | None = None
     """Sticky profile: the (reason, message) the agent reported, None: healthy. A newer finding
     replaces the reason and appends its message ("; ", no duplicates)."""
+    device_plugin: bool = False
+    """Play the device plugin's health check (`FleetConfig.device_plugin_marks`): the Node's
+    allocatable `nvidia.com/gpu` is `gpus - unhealthy_gpus`."""
+    gpus: int | None = None
+    """The node's `nvidia.com/gpu` capacity as found (None: not a GPU node we can read)."""
+    unhealthy_gpus: int = 0
+    """GPUs the device plugin marked unhealthy since it started (a critical XID marks the
+    failing GPU; only the plugin's restart forgets the marks)."""
+    plugin_stopped: bool = False
+    """The device plugin's pod is gone (the GPU Operator's stop label during a reset): the
+    kubelet marks every device of the resource unhealthy, allocatable 0."""
 
     @property
     def rebooting(self) -> bool:
@@ -125,6 +146,51 @@ def desired(health: NodeHealth) -> dict[str, tuple[str, str, str]]:
         else:
             wanted[type_] = ("False", health.fault.reason, health.fault.message)
     return wanted
+
+
+def marks_gpu(fault: FaultClass) -> bool:
+    """The device plugin sees this fault as a critical XID on one GPU and marks it unhealthy
+    (a class that is no XID, such as an NVLink or a DCGM finding, raises no XID event)."""
+    xid = _XID_OF_REASON.get(fault.reason)
+    if xid is None:
+        found = _XID_REASON.fullmatch(fault.reason)
+        xid = int(found.group(1)) if found is not None else None
+    return xid is not None and xid not in DEVICE_PLUGIN_IGNORED_XIDS
+
+
+def allocatable(health: NodeHealth) -> str | None:
+    """What the kubelet shows as allocatable `nvidia.com/gpu` from the plugin's healthy
+    devices, or None when the device plugin is not played (the Node keeps what it has)."""
+    if not health.device_plugin or health.gpus is None:
+        return None
+    if health.plugin_stopped:
+        return "0"
+    return str(max(0, health.gpus - health.unhealthy_gpus))
+
+
+def _marked(health: NodeHealth, fault: FaultClass | None) -> NodeHealth:
+    """A fault the plugin sees marks its GPU (one per fault: the catalog names no GPU)."""
+    if not health.device_plugin or fault is None or not marks_gpu(fault):
+        return health
+    return replace(health, unhealthy_gpus=max(health.unhealthy_gpus, 1))
+
+
+def restart_device_plugin(health: NodeHealth) -> NodeHealth:
+    """The device plugin's pod restarted: it enumerates the GPUs anew, all healthy (its marks
+    lived in the process only); a GPU still failing is marked at its next XID."""
+    return replace(health, unhealthy_gpus=0, plugin_stopped=False)
+
+
+def device_plugin_running(health: NodeHealth, running: bool) -> NodeHealth:
+    """The plugin's pod left the node or came back. Gone: the kubelet marks every device of
+    the resource unhealthy at once (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/
+    manager.go, `PluginDisconnected` -> `markResourceUnhealthy`), allocatable 0; back: a new
+    process, every GPU healthy (`restart_device_plugin`)."""
+    if not running:
+        return replace(health, plugin_stopped=True, unhealthy_gpus=0)
+    if health.plugin_stopped:
+        return restart_device_plugin(health)
+    return health
 
 
 def settle(health: NodeHealth, now: datetime) -> NodeHealth:
@@ -176,7 +242,10 @@ def differs(health: NodeHealth, node: Mapping[str, Any]) -> bool:
         since = health.transitions.get(type_)
         if since is not None and current.get("lastTransitionTime") != timestamp(since.since):
             return True
-    return False
+    advertised = allocatable(health)
+    if advertised is None:
+        return False
+    return bool((status.get("allocatable") or {}).get(GPU_RESOURCE) != advertised)
 
 
 def adopt(
@@ -185,9 +254,11 @@ def adopt(
     now: datetime,
     sticky: bool = False,
     npd: bool = False,
+    device_plugin: bool = False,
 ) -> NodeHealth:
     """Take over a node as found (after a restart, or a node made by someone else): keep its
-    bootID and transition times, and recognise a fault it already shows."""
+    bootID and transition times, and recognise a fault it already shows (and, playing the
+    device plugin, the GPUs it already advertises short)."""
     status = node.get("status", {})
     boot_id = str(status.get("nodeInfo", {}).get("bootID", ""))
     transitions: dict[str, Transition] = {}
@@ -215,8 +286,19 @@ def adopt(
         sticky=sticky or npd,
         npd=npd,
         shown=reported(None, fault) if sticky and not npd and fault is not None else None,
+        device_plugin=device_plugin,
+        gpus=_count((status.get("capacity") or {}).get(GPU_RESOURCE)),
     )
+    advertised = _count((status.get("allocatable") or {}).get(GPU_RESOURCE))
+    if device_plugin and health.gpus is not None and advertised is not None:
+        health = replace(health, unhealthy_gpus=max(0, health.gpus - advertised))
     return settle(health, now)
+
+
+def _count(value: object) -> int | None:
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
 
 
 def reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str] | None:
@@ -247,7 +329,8 @@ def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:
         shown = npd_reported(health.shown, fault)
     else:
         shown = reported(health.shown, fault) if health.sticky else None
-    return settle(replace(health, fault=fault, fault_since=now, latent=None, shown=shown), now)
+    fresh = replace(health, fault=fault, fault_since=now, latent=None, shown=shown)
+    return settle(_marked(fresh, fault), now)
 
 
 def clear(health: NodeHealth, now: datetime) -> NodeHealth:
@@ -318,6 +401,7 @@ def finish_reboot(
     sticky agent restarted with the node: healthy at start, and a fault the reboot did not
     clear reported again as the driver meets it (an assumption: XID 79 recurs at GPU init)."""
     back = replace(health, rebooting_until=None, boot_id=boot_id)
+    back = restart_device_plugin(back)  # a reboot restarts every pod, the device plugin's too
     if back.sticky:
         back = replace(back, shown=None)
     if back.fault is not None and rng.random() < _chance(back.fault.reboot_clears, clears):
@@ -325,7 +409,8 @@ def finish_reboot(
     if back.sticky and back.fault is not None:
         again = npd_reported(None, back.fault) if back.npd else reported(None, back.fault)
         back = replace(back, shown=again, fault_since=now)
-    return settle(back, now)
+    # A fault the reboot did not clear recurs at GPU init (as above): the new plugin marks it.
+    return settle(_marked(back, back.fault), now)
 
 
 def transient_over(health: NodeHealth, now: datetime, duration: float) -> bool:

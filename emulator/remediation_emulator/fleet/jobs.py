@@ -290,7 +290,9 @@ class JobRunner:
         if key.startswith(DEVICE_PLUGIN_PREFIX):
             node = self._nodes.get(key[len(DEVICE_PLUGIN_PREFIX) :])
             if node is not None:
-                await place_device_plugin(self._client, node)
+                running = await place_device_plugin(self._client, node)
+                # The plugin process ends with its pod and a new one starts with the next.
+                self._agent.device_plugin_running(node["metadata"]["name"], running)
             return None
         job = self._jobs.get(key)
         if job is None:

@@ -159,10 +159,13 @@ DEVICE_PLUGIN_PREFIX = "device-plugin:"
 """Work-queue keys of the device-plugin placement are `device-plugin:<node>`."""
 
 
-async def place_device_plugin(client: KubeClient, node: Obj) -> None:
+async def place_device_plugin(client: KubeClient, node: Obj) -> bool:
     """The GPU Operator's device-plugin DaemonSet, as its node affinity places it: no pod on a
     Node labelled `nvidia.com/gpu.deploy.device-plugin=false` (its pod there is deleted), one
-    again once the label is gone (gpu-operator `controllers/object_controls.go`)."""
+    again once the label is gone (gpu-operator `controllers/object_controls.go`).
+
+    Returns whether the node is left with its device plugin running (a pod present or
+    created): False while the label keeps it off."""
     name = node["metadata"]["name"]
     labels = node["metadata"].get("labels") or {}
     pods = await client.list(
@@ -181,16 +184,17 @@ async def place_device_plugin(client: KubeClient, node: Obj) -> None:
             except ApiError as error:
                 if error.status not in (404, 409):
                     raise
-        return
+        return False
     if present:
-        return
+        return True
     sets = await client.list(resources.DAEMONSETS)
     owner = next(
         (d for d in sets.get("items") or [] if d["metadata"]["name"] == manifests.DEVICE_PLUGIN),
         None,
     )
     if owner is None:
-        return
+        return False
     shape = manifests.Shape(device_plugin_namespace=owner["metadata"]["namespace"])
     pod = manifests.device_plugin_pod(shape, owner, name)
     await client.create(resources.PODS, pod, namespace=shape.device_plugin_namespace)
+    return True

@@ -239,3 +239,76 @@ def test_a_restarted_npd_replays_only_findings_within_its_lookback() -> None:
     assert not health.validates(late)
     reset, _ = health.gpu_reset(faulty, random.Random(1), T0, clears=1.0)
     assert gpu_problem(reset)["status"] == "True"  # sticky until NPD restarts
+
+
+# The NVIDIA device plugin's health check (FleetConfig.device_plugin_marks; D68).
+
+GPU_NODE = {
+    "status": {
+        "capacity": {"nvidia.com/gpu": "8"},
+        "allocatable": {"nvidia.com/gpu": "8"},
+        "nodeInfo": {"bootID": "b"},
+    }
+}
+
+
+def plugin_node() -> NodeHealth:
+    return health.adopt(GPU_NODE, FAULTS, T0, device_plugin=True)
+
+
+def test_a_critical_xid_takes_one_gpu_off_allocatable_and_a_reset_does_not_bring_it_back() -> None:
+    node = plugin_node()
+    assert health.allocatable(node) == "8"
+    faulty = health.inject(node, FAULTS["xid-62"], T0)
+    assert health.allocatable(faulty) == "7"
+    assert health.differs(faulty, GPU_NODE), "the kubelet's count must be written"
+    repaired, ran = health.gpu_reset(faulty, random.Random(0), T0, clears=1.0)
+    assert ran
+    assert repaired.fault is None
+    assert health.allocatable(repaired) == "7", "marked for the life of the plugin process"
+    assert health.allocatable(health.restart_device_plugin(repaired)) == "8"
+
+
+def test_a_reboot_restarts_the_device_plugin() -> None:
+    faulty = health.inject(plugin_node(), FAULTS["xid-79"], T0)
+    assert health.allocatable(faulty) == "7"
+    rebooting = health.begin_reboot(faulty, T0, 10.0)
+    back = health.finish_reboot(rebooting, random.Random(0), T0, "b2", clears=1.0)
+    assert health.allocatable(back) == "8"
+    # A fault the reboot did not clear recurs at GPU init: the new plugin marks it again.
+    again = health.finish_reboot(rebooting, random.Random(0), T0, "b2", clears=0.0)
+    assert health.allocatable(again) == "7"
+
+
+def test_application_xids_and_findings_that_are_no_xid_mark_no_gpu() -> None:
+    node = plugin_node()
+    for name, fault in FAULTS.items():
+        marked = health.allocatable(health.inject(node, fault, T0)) == "7"
+        xid = fault.reason.removeprefix("NvidiaXID").removesuffix("Error")
+        if fault.reason == "NvidiaDoubleBitError":
+            xid = "48"  # the EKS agent's words for XID 48
+        expected = xid.isdigit() and int(xid) not in {13, 31, 43, 45, 68, 109}
+        assert marked is expected, name
+
+
+def test_without_the_device_plugin_played_the_node_keeps_its_count() -> None:
+    node = health.adopt(GPU_NODE, FAULTS, T0)
+    assert health.allocatable(health.inject(node, FAULTS["xid-62"], T0)) is None
+
+
+def test_adopting_a_node_that_advertises_short_keeps_the_marks() -> None:
+    short = {"status": {**GPU_NODE["status"], "allocatable": {"nvidia.com/gpu": "6"}}}
+    assert health.allocatable(health.adopt(short, FAULTS, T0, device_plugin=True)) == "6"
+
+
+def test_a_device_plugin_pod_taken_off_the_node_advertises_nothing_then_all_anew() -> None:
+    """The GPU Operator's stop label during a reset takes the plugin's pod off: the kubelet
+    marks the resource unhealthy (allocatable 0); the new pod starts with every GPU healthy."""
+    repaired, _ = health.gpu_reset(
+        health.inject(plugin_node(), FAULTS["xid-62"], T0), random.Random(0), T0, clears=1.0
+    )
+    assert health.allocatable(repaired) == "7"
+    stopped = health.device_plugin_running(repaired, False)
+    assert health.allocatable(stopped) == "0"
+    assert health.allocatable(health.device_plugin_running(stopped, True)) == "8"
+    assert health.device_plugin_running(repaired, True) == repaired, "a running plugin stays"
