@@ -280,15 +280,15 @@ def test_every_reason_pattern_of_the_policy_is_re2(policy: Policy) -> None:
                 assert re2.compile(m.reason) is not None, (fault.name, m.reason)
 
 
-def test_the_charts_default_policy_makes_the_same_decisions(policy: Policy) -> None:
-    # The chart renders its own copy (defaultPolicy.spec, DryRun by default); it must treat
-    # every XID, and an unknown reason, as the example does.
+@pytest.fixture(scope="module")
+def chart() -> Policy:
+    """The chart's own copy of the default policy (defaultPolicy.spec in values.yaml)."""
     import yaml
 
     from remediation_operator.api.policy_parsing import parse_policy
 
     values = yaml.safe_load(CHART_VALUES.read_text(encoding="utf-8"))
-    chart = parse_policy(
+    return parse_policy(
         {
             "apiVersion": "remediation.gpuops.io/v1alpha1",
             "kind": "RemediationPolicy",
@@ -296,6 +296,11 @@ def test_the_charts_default_policy_makes_the_same_decisions(policy: Policy) -> N
             "spec": values["defaultPolicy"]["spec"],
         }
     )
+
+
+def test_the_charts_default_policy_makes_the_same_decisions(policy: Policy, chart: Policy) -> None:
+    # The chart renders its own copy (defaultPolicy.spec, DryRun by default); it must treat
+    # every XID, and an unknown reason, as the example does.
     sources = [("AcceleratedHardwareReady", "False"), ("GPUProblem", "True")]
     reasons = [f"NvidiaXID{x}Error" for x in (*CATALOG, 8, 45, 999)] + ["SomethingNew"]
     for (type_, status), reason in ((s, r) for s in sources for r in reasons):
@@ -307,23 +312,12 @@ def test_the_charts_default_policy_makes_the_same_decisions(policy: Policy) -> N
         ), (type_, reason)
 
 
-def test_the_chart_reads_two_findings_in_one_report_as_the_example_does(policy: Policy) -> None:
+def test_the_chart_reads_two_findings_in_one_report_as_the_example_does(
+    policy: Policy, chart: Policy
+) -> None:
     # The EKS agent keeps only the newest finding in the reason and appends every finding to
     # the message (D62): XID <n> then XID 63 in one report reads "NvidiaXID63Error" with both
     # in the message. The chart's copy must find the earlier, severe one there too.
-    import yaml
-
-    from remediation_operator.api.policy_parsing import parse_policy
-
-    values = yaml.safe_load(CHART_VALUES.read_text(encoding="utf-8"))
-    chart = parse_policy(
-        {
-            "apiVersion": "remediation.gpuops.io/v1alpha1",
-            "kind": "RemediationPolicy",
-            "metadata": {"name": values["defaultPolicy"]["name"]},
-            "spec": values["defaultPolicy"]["spec"],
-        }
-    )
     for xid in sorted(domain_catalog.EKS_CONDITION_XIDS - {63}):
         message = (
             f"detected XID-{xid} on the instance, review kernel logs for additional information.;"
