@@ -8,7 +8,9 @@ shows (`whenMissing`). With `--catalog`, every XID and DCGM health code of the G
 (`domain.catalog`), as the node agents publish it, is run through the policy's own matcher:
 one line each with the fault it lands in, its ladder and NVIDIA's recommendation. Exit 0 when
 all are valid, 1 when any is invalid, 2 when a file cannot be read or is not YAML (with the
-line and column).
+line and column). `kubectl get remediationpolicies -o yaml` output (a `List`, or
+`RemediationPolicyList`) is checked item by item, and `-` reads standard input, so the policies
+running in a cluster can be checked as they are.
 """
 
 from __future__ import annotations
@@ -28,7 +30,13 @@ EXIT_UNREADABLE = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (multi-document ok)")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML files (multi-document ok; a kubectl List is checked item by item; - reads"
+        " standard input)",
+    )
     parser.add_argument(
         "--catalog",
         action="store_true",
@@ -115,6 +123,52 @@ def notes(policy: Policy) -> list[str]:
     return lines
 
 
+LIST_KINDS = frozenset({"List", "RemediationPolicyList"})
+"""What `kubectl get ... -o yaml` prints for several objects: their `items` are the policies."""
+
+
+def _items(documents: list[object], path: str) -> list[tuple[str, object]]:
+    """Each policy document with the label its errors carry: a List's items one by one."""
+    expanded: list[tuple[str, object]] = []
+    for index, document in enumerate(documents, start=1):
+        label = path if len(documents) == 1 else f"{path} (document {index})"
+        if isinstance(document, dict) and document.get("kind") in LIST_KINDS:
+            items = document.get("items")
+            if not isinstance(items, list):
+                expanded.append((label, document))  # validated as it is: the error names kind
+                continue
+            expanded += [(f"{label} (item {i})", item) for i, item in enumerate(items, start=1)]
+        else:
+            expanded.append((label, document))
+    return expanded
+
+
+def _read(path: str) -> str:
+    """The file's text (`-`: standard input), refused unread when larger than the API server
+    accepts in one request."""
+    import sys
+
+    from remediation_operator.api import input_limits
+
+    limit = input_limits.MAX_FILE_BYTES
+    if path == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise _TooLargeError(f"more than {limit} bytes", limit)
+        return data.decode("utf-8")
+    size = Path(path).stat().st_size
+    if size > limit:
+        raise _TooLargeError(f"{size} bytes", limit)
+    return Path(path).read_text(encoding="utf-8")
+
+
+class _TooLargeError(Exception):
+    def __init__(self, size: str, limit: int) -> None:
+        super().__init__(
+            f"{size} is more than the API server accepts in one request ({limit}); refused unread"
+        )
+
+
 def _check(path: str, catalog: bool = False) -> tuple[int, list[str]]:
     import yaml
 
@@ -122,13 +176,9 @@ def _check(path: str, catalog: bool = False) -> tuple[int, list[str]]:
 
     input_limits.allow_deep_documents()
     try:
-        size = Path(path).stat().st_size
-        if size > input_limits.MAX_FILE_BYTES:
-            return EXIT_UNREADABLE, [
-                f"{path}: {size} bytes is more than the API server accepts in one request"
-                f" ({input_limits.MAX_FILE_BYTES}); refused unread"
-            ]
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read(path)
+    except _TooLargeError as exc:
+        return EXIT_UNREADABLE, [f"{path}: {exc}"]
     except (OSError, UnicodeDecodeError) as exc:
         return EXIT_UNREADABLE, [f"{path}: cannot read: {exc}"]
     try:
@@ -144,10 +194,12 @@ def _check(path: str, catalog: bool = False) -> tuple[int, list[str]]:
         return EXIT_UNREADABLE, [f"{where}: YAML syntax error: {problem}"]
     if not documents:
         return EXIT_INVALID, [f"{path}: no YAML document found"]
+    policies = _items(documents, path)
+    if not policies:
+        return EXIT_INVALID, [f"{path}: the List has no items"]
     lines: list[str] = []
     infos: list[str] = []
-    for index, document in enumerate(documents, start=1):
-        label = path if len(documents) == 1 else f"{path} (document {index})"
+    for label, document in policies:
         errors = policy_parsing.validate(document)
         lines += [f"{label}: {error}" for error in errors]
         if not errors:

@@ -194,3 +194,51 @@ def test_catalog_prints_where_each_catalog_reason_lands(
     unknown = row("DCGM", 44, "DCGMHealthCode44")
     assert "everything-else" in unknown
     assert "REPORT_ISSUE" in unknown
+
+
+def _as_list(*documents: str, kind: str = "List") -> str:
+    """What `kubectl get remediationpolicies -o yaml` prints: the objects under `items`."""
+    import yaml
+
+    items = [yaml.safe_load(document) for document in documents]
+    return yaml.safe_dump({"apiVersion": "v1", "kind": kind, "items": items})
+
+
+@pytest.mark.parametrize("kind", ["List", "RemediationPolicyList"])
+def test_kubectl_get_output_is_checked_item_by_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """The policies running in a cluster are checked as `kubectl get -o yaml` prints them: a
+    bad item is named by its position and field, the good one does not hide it."""
+    good = (EXAMPLES / "minimal-policy.yaml").read_text()
+    bad = good.replace("name: minimal", "name: broken").replace("timeout: 30m", "timeout: soon")
+    listed = tmp_path / "running.yaml"
+    listed.write_text(_as_list(good, bad, kind=kind))
+    code, lines = check(capsys, listed)
+    assert code == 1
+    assert lines
+    assert all(line.startswith(f"{listed} (item 2): ") for line in lines), lines
+    assert any("spec.faults[0].ladder[1].timeout" in line for line in lines), lines
+
+    listed.write_text(_as_list(good, kind=kind))
+    code, lines = check(capsys, listed)
+    assert (code, lines[0]) == (0, f"{listed}: ok")
+
+
+def test_an_empty_list_is_not_a_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "none.yaml"
+    empty.write_text(_as_list())
+    assert check(capsys, empty) == (1, [f"{empty}: the List has no items"])
+
+
+def test_dash_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kubectl get remediationpolicies -o yaml | remediation-operator check-policy -`."""
+    import io
+    import sys
+
+    text = _as_list((EXAMPLES / "minimal-policy.yaml").read_text())
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    code, lines = check(capsys, "-")
+    assert (code, lines[0]) == (0, "-: ok")
