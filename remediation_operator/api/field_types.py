@@ -326,6 +326,19 @@ def _positive_duration(text: str) -> str:
 PositiveDuration = Annotated[Duration, AfterValidator(_positive_duration)]
 """A `Duration` that must be longer than zero."""
 
+
+def _step_timeout(text: str) -> str:
+    if durations.parse(text) <= timedelta(0):
+        raise ValueError(
+            f"{text!r} must be longer than 0s (a step cannot finish in no time); leave timeout"
+            " out for no limit"
+        )
+    return text
+
+
+StepTimeout = Annotated[Duration, AfterValidator(_step_timeout)]
+"""A ladder step's `timeout`: longer than zero (0s would fail every step as it starts)."""
+
 PVC_SCHEME = "pvc://"
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 

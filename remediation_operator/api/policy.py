@@ -21,6 +21,7 @@ from remediation_operator.api.field_types import (
     JobTemplate,
     PositiveDuration,
     Regex,
+    StepTimeout,
     Timestamp,
 )
 from remediation_operator.api.model_base import SpecModel, StatusModel
@@ -275,6 +276,12 @@ class LadderStep(SpecModel):
             "fieldPath": ".timeout",
         },
         {
+            "rule": "!has(self.timeout) || duration(self.timeout) > duration('0s')",
+            "message": "must be longer than 0s (a step cannot finish in no time); leave timeout"
+            " out for no limit",
+            "fieldPath": ".timeout",
+        },
+        {
             "rule": "!has(self.onPDBBlocked) || self.action == 'Drain'",
             "message": "applies only to Drain (the only step a PodDisruptionBudget can block)",
             "fieldPath": ".onPDBBlocked",
@@ -284,8 +291,9 @@ class LadderStep(SpecModel):
     action: LadderAction
     """What to do. Steps go in the order Cordon, Drain, GPUReset, Reboot, Replace; rungs may be
     skipped but not repeated or reversed."""
-    timeout: Duration | None = None
-    """How long the step may take before it counts as a permanent failure. Absent: no limit."""
+    timeout: StepTimeout | None = None
+    """How long the step may take before it counts as a permanent failure, longer than 0s.
+    Absent: no limit."""
     escalate_after: Duration = durations.format(domain.Step(Action.Cordon).escalate_after)
     """After the step succeeded, how long the fault may persist before the next step starts."""
     retries: int = Field(default=domain.DEFAULT_RETRIES, ge=0, le=MAX_RETRIES)

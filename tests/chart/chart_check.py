@@ -89,6 +89,7 @@ SCHEMA_BLIND: Mapping[str, str] = {
     "pdb-blocked-on-reboot.yaml": "onPDBBlocked-only-on-Drain is a CEL rule",
     "regex-backreference.yaml": "pattern compilation is a CEL rule (matches())",
     "schedule-without-duration.yaml": "schedule-needs-duration is a CEL rule",
+    "step-timeout-zero.yaml": "a step timeout longer than 0s is a CEL rule (duration())",
     "when-missing-without-stale-after.yaml": "whenMissing-needs-staleAfter is a CEL rule",
 }
 """examples/invalid/ files whose mistake our CRD schema does not see, and why; every other

@@ -14,6 +14,9 @@ from tests.chart import chart_check, values_schema
     [
         (["replica=3"], "'replica' not allowed"),
         (["operator.retention=30d"], "/operator/retention"),
+        (["operator.jobRetention=1d"], "/operator/jobRetention"),
+        (["operator.watchQuietLimit=ten"], "/operator/watchQuietLimit"),
+        (["operator.watchQuietLimit=0m0s"], "operator.watchQuietLimit: must be longer than 0s"),
         (
             ["operator.leaderElection.leaseDuration=fifteen"],
             "/operator/leaderElection/leaseDuration",

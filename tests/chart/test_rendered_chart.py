@@ -128,6 +128,8 @@ def test_default_install_is_two_replicas_with_leader_election(
         "renew-deadline": "10s",
         "retry-period": "2s",
         "retention": "720h",
+        "job-retention": "1h",
+        "watch-quiet-limit": "10m",
         "log-format": "json",
         "log-level": "info",
         "job-templates": "/etc/remediation-operator/job-templates",
@@ -150,6 +152,8 @@ def test_values_reach_the_flags_and_the_image(rendered: dict[str, list[Document]
         "renew-deadline": "20s",
         "retry-period": "4s",
         "retention": "336h",
+        "job-retention": "1h",
+        "watch-quiet-limit": "10m",
         "log-format": "console",
         "log-level": "debug",
     }
