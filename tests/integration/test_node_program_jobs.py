@@ -44,6 +44,7 @@ def node_job(step: str, *args: str) -> dict[str, Any]:
                                 step,
                             ],
                             "args": list(args),
+                            "securityContext": {"runAsUser": 0, "privileged": True},
                         }
                     ]
                 }

@@ -212,8 +212,8 @@ class Kubelet:
             return None
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return None
-        if self._config.job_controller and _job_owned(pod):
-            return None  # the Job runner runs Jobs' pods to completion
+        if _job_owned(pod):
+            return None  # the Job runner runs Jobs' pods to completion (or records them ended)
         running = pod.get("status", {}).get("phase") == "Running"
         if ready and running and pod_ready(pod):
             return None
