@@ -26,8 +26,9 @@ STOP = {
 }
 
 
-def node_job(step: str, *args: str) -> dict[str, Any]:
-    """The chart's executor Job, as far as the fleet runs it."""
+def node_job(step: str, *args: str, root: bool = True) -> dict[str, Any]:
+    """The chart's executor Job, as far as the fleet runs it (as root, as the chart runs it;
+    `root=False`: as the image's own user)."""
     return {
         "spec": {
             "template": {
@@ -44,7 +45,7 @@ def node_job(step: str, *args: str) -> dict[str, Any]:
                                 step,
                             ],
                             "args": list(args),
-                            "securityContext": {"runAsUser": 0, "privileged": True},
+                            "securityContext": {"runAsUser": 0 if root else 65532},
                         }
                     ]
                 }
@@ -53,7 +54,7 @@ def node_job(step: str, *args: str) -> dict[str, Any]:
     }
 
 
-def reset_then_reboot(clients: str) -> dict[str, Any]:
+def reset_then_reboot(clients: str, *, root: bool = True) -> dict[str, Any]:
     body = policy()
     fault = body["spec"]["faults"][0]
     fault["ladder"] = [
@@ -63,7 +64,10 @@ def reset_then_reboot(clients: str) -> dict[str, Any]:
         {"action": "Replace", "timeout": "30s"},
     ]
     body["spec"]["actions"] = {
-        "gpuReset": {"executor": "Job", "jobTemplate": node_job("reset", f"--clients={clients}")},
+        "gpuReset": {
+            "executor": "Job",
+            "jobTemplate": node_job("reset", f"--clients={clients}", root=root),
+        },
         "reboot": {"executor": "Job", "jobTemplate": node_job("reboot")},
         "replace": {"provider": "Karpenter"},
     }
@@ -142,3 +146,33 @@ async def test_a_reset_that_leaves_the_clients_running_fails_and_the_reboot_runs
     (job,) = jobs
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_permanent_result_climbs_at_once_and_the_status_names_it(
+    cluster: Cluster,
+) -> None:
+    """The program's result reaches the operator as on a real cluster: as the termination
+    message of the Job's pod (D70). A reset Job not running as root gets nvidia-smi's
+    "Insufficient Permissions" (exit 4, permanent): no retry, the ladder climbs to Reboot."""
+    node = cluster.node_names()[0]
+    cluster.apply(reset_then_reboot("none", root=False))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="recovered")
+    status = (cluster.remediation(node) or {})["status"]
+    resets = [s for s in status["steps"] if s["action"] == "GPUReset"]
+    assert [s["outcome"] for s in resets] == ["PermanentFailure"], "no second attempt"
+    assert "ResetNoPermission: " in resets[0]["message"], resets[0]["message"]
+    assert "{" not in resets[0]["message"], "the result is read, not quoted"
+    assert ("Reboot", "Succeeded") in steps(cluster, node)
+    pods = [
+        p
+        for p in cluster.api.store.list("pods", NAMESPACE)
+        if p["metadata"]["labels"].get("job-name", "").endswith("gpureset-1")
+    ]
+    (pod,) = pods
+    (container,) = pod["status"]["containerStatuses"]
+    assert container["state"]["terminated"]["exitCode"] == 2
