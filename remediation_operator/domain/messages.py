@@ -536,8 +536,13 @@ def diagnosing(target: Action, location: str, wait: str) -> str:
     return f"{target} is due; collecting diagnostics to {location} first; {wait}."
 
 
-def diagnosed(target: Action, location: str, took: timedelta) -> str:
-    return f"Diagnostics collected to {location} in {durations.format(took)}; {target} follows."
+def diagnosed(target: Action, location: str, took: timedelta, detail: str = "") -> str:
+    """`detail`: what the Job said (the node program: what it wrote, what it could not)."""
+    said = f" ({detail})" if detail else ""
+    return (
+        f"Diagnostics collected to {location} in {durations.format(took)}{said};"
+        f" {target} follows."
+    )
 
 
 def diagnostics_failed(target: Action, location: str, took: timedelta, detail: str | None) -> str:

@@ -140,7 +140,7 @@ def _diagnosed(
     nxt = ladder.next_after(fault.ladder, validation.reached(state))
     target = fault.ladder[nxt].action if nxt is not None else Action.Replace
     if outcome is Outcome.Succeeded:
-        message = messages.diagnosed(target, record.location, took)
+        message = messages.diagnosed(target, record.location, took, detail)
         ctx.announce(state, Reason.DiagnosticsCollected, message, action=Action.Diagnose)
         return end_step(ctx, state, Outcome.Succeeded, Reason.DiagnosticsCollected, message)
     why = None if outcome is None else detail

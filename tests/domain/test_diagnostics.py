@@ -69,7 +69,10 @@ def test_diagnostics_run_before_the_reboot_and_their_location_is_recorded() -> N
     state = cluster.active["gpu-1"]
     diagnose = state.steps[-2]
     assert (diagnose.outcome, diagnose.reason) == (Outcome.Succeeded, Reason.DiagnosticsCollected)
-    assert diagnose.message == f"Diagnostics collected to {location} in 2m; Reboot follows."
+    # What the Job said (the node program: what it wrote and what it could not) is kept.
+    assert (
+        diagnose.message == f"Diagnostics collected to {location} in 2m (reported); Reboot follows."
+    )
     assert state.step is Action.Reboot
     assert runs(cluster) == [(Action.Reboot, 1)]
 
