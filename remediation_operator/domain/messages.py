@@ -540,8 +540,7 @@ def diagnosed(target: Action, location: str, took: timedelta, detail: str = "") 
     """`detail`: what the Job said (the node program: what it wrote, what it could not)."""
     said = f" ({detail})" if detail else ""
     return (
-        f"Diagnostics collected to {location} in {durations.format(took)}{said};"
-        f" {target} follows."
+        f"Diagnostics collected to {location} in {durations.format(took)}{said}; {target} follows."
     )
 
 

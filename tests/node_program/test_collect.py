@@ -29,7 +29,8 @@ def test_a_hostpath_destination_keeps_everything_in_that_directory_on_the_node(
     assert "<uuid>" in (out / "nvidia-smi.xml").read_text()
     with gzip.open(out / "remediation-bug-report.log.gz", "rt") as report:
         assert "nvidia-bug-report" in report.read()
-    assert "in /var/log/gpu-diagnostics/rem-1/diagnose-1" in result["message"], "as the node sees it"
+    shown = "in /var/log/gpu-diagnostics/rem-1/diagnose-1"
+    assert shown in result["message"], "the directory as the node sees it"
 
 
 def test_an_object_store_without_an_uploader_fails_naming_where_the_files_are_kept(

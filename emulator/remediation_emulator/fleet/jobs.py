@@ -15,8 +15,9 @@ No Pods are created for these Jobs (the operator watches the Job, not its pods, 
 would only add traffic), except one ended pod per run of the node program
 (`FleetConfig.node_program`): the program's result is the pod's termination message, where
 the operator reads it on a real cluster (which check failed on which GPU, and whether the
-failure is permanent); it goes when its Job is deleted, as the garbage collector removes it. Conditions follow Kubernetes 1.31+: `SuccessCriteriaMet` then
-`Complete` (reason CompletionsReached), or `FailureTarget` then `Failed` (BackoffLimitExceeded).
+failure is permanent); it goes when its Job is deleted, as the garbage collector removes it.
+Conditions follow Kubernetes 1.31+: `SuccessCriteriaMet` then `Complete` (reason
+CompletionsReached), or `FailureTarget` then `Failed` (BackoffLimitExceeded).
 
 On a real API server (`FleetConfig.job_controller`) the real Job controller creates the pods
 and owns Job status; the runner then plays the kubelet for those pods only, as kwok does: a pod
@@ -28,7 +29,6 @@ the Job controller counts it, retries or finishes the Job, and deletes it after 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Callable
@@ -46,6 +46,7 @@ from remediation_emulator.fleet.node_program import (
     DEVICE_PLUGIN_LABEL,
     DEVICE_PLUGIN_PREFIX,
     NodeProgram,
+    Ran,
     place_device_plugin,
     runs_program,
 )

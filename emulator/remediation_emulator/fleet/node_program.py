@@ -9,11 +9,12 @@ diagnostics fail (the node agent's `validates`). The GPU clients are the fake no
 `holders`: they let go once the Node carries every label of the reset's preset (the fake
 nvidia-smi reads the Node from the API server), so a reset that did not stop them fails busy
 exactly as on a real node; a container not running as root (`runAsUser: 0`; the image's
-user is 65532) gets nvidia-smi's "Insufficient Permissions". The program's exit code decides the Job; its JSON result is the
-termination message of the run's ended pod (fleet/jobs.py), where the operator reads it. Only then is
-the action's effect applied to the emulated node (a reset, a reboot). The fleet's
-device-plugin pods follow the GPU Operator's node label as its DaemonSet does
-(`place_device_plugin`), so the program's wait for the clients to go is a real wait.
+user is 65532) gets nvidia-smi's "Insufficient Permissions". The program's exit code decides
+the Job; its JSON result is the termination message of the run's ended pod (fleet/jobs.py),
+where the operator reads it. Only then is the action's effect applied to the emulated node
+(a reset, a reboot). The fleet's device-plugin pods follow the GPU Operator's node label as
+its DaemonSet does (`place_device_plugin`), so the program's wait for the clients to go is a
+real wait.
 """
 
 from __future__ import annotations
