@@ -176,3 +176,42 @@ async def test_a_permanent_result_climbs_at_once_and_the_status_names_it(
     (pod,) = pods
     (container,) = pod["status"]["containerStatuses"]
     assert container["state"]["terminated"]["exitCode"] == 2
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_failed_validation_names_the_check_and_the_gpu_in_status_and_event(
+    cluster: Cluster,
+) -> None:
+    """The chart's validation (`node validate`, DCGM against the node's host engine) after a
+    reboot that left a latent fault (`row-remap-failure`: DCGM still fails): the step's record
+    and the Node's Event say which check failed on which GPU, read from the pod's termination
+    message as on a real cluster (D70), and the ladder climbs at once."""
+    node = cluster.node_names()[0]
+    body = reset_then_reboot("gpu-operator")
+    fault = body["spec"]["faults"][0]
+    fault["ladder"] = [
+        {"action": "Cordon"},
+        {"action": "Reboot", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Replace", "timeout": "30s"},
+    ]
+    body["spec"]["validation"] = {
+        "after": ["Reboot"],
+        "level": 1,
+        "timeout": "60s",
+        "jobTemplate": node_job("validate", "--hostengine=localhost:5555"),
+    }
+    cluster.apply(body)
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "row-remap-failure")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="replaced")
+    status = (cluster.remediation(node) or {})["status"]
+    assert [s["action"] for s in status["steps"]] == ["Cordon", "Reboot", "Validate", "Replace"]
+    validate = status["steps"][2]
+    assert (validate["outcome"], validate["reason"]) == ("PermanentFailure", "ValidationFailed")
+    named = f"dcgm: Memory on {fake.gpu(0)['uuid']}"
+    assert named in validate["message"], validate["message"]
+    assert "{" not in validate["message"], "the result is read, not quoted"
+    (failed,) = [e for e in cluster.events(node, "Node") if e["reason"] == "ValidationFailed"]
+    assert named in failed["message"]
