@@ -215,3 +215,46 @@ async def test_a_failed_validation_names_the_check_and_the_gpu_in_status_and_eve
     assert "{" not in validate["message"], "the result is read, not quoted"
     (failed,) = [e for e in cluster.events(node, "Node") if e["reason"] == "ValidationFailed"]
     assert named in failed["message"]
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_diagnostics_run_the_node_program_and_keep_the_files_on_the_node(
+    cluster: Cluster,
+) -> None:
+    """The chart's diagnostics (`node collect`) before a Reboot, to a `hostpath://`
+    destination: the files are in that directory on the node, and the step's record says
+    where and what was written (D69)."""
+    node = cluster.node_names()[0]
+    body = reset_then_reboot("gpu-operator")
+    body["spec"]["faults"][0]["ladder"] = [
+        {"action": "Cordon"},
+        {"action": "Reboot", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Replace", "timeout": "30s"},
+    ]
+    body["spec"]["diagnostics"] = {
+        "destination": "hostpath:///var/log/gpu-diagnostics",
+        "before": ["Reboot"],
+        "jobTemplate": node_job("collect", "--hostengine=localhost:5555"),
+    }
+    cluster.apply(body)
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="rebooted")
+    status = (cluster.remediation(node) or {})["status"]
+    diagnose = status["steps"][1]
+    assert (diagnose["action"], diagnose["reason"]) == ("Diagnose", "DiagnosticsCollected")
+    name = (cluster.remediation(node) or {})["metadata"]["name"]
+    where = f"/var/log/gpu-diagnostics/{name}/diagnose-1"
+    assert diagnose["location"] == f"hostpath://{where}"
+    assert f"collected 4 file(s) in {where}" in diagnose["message"], diagnose["message"]
+    program = cluster.fleet.jobs.program
+    assert program is not None
+    kept = program.root / node / "host" / where.lstrip("/")
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "dcgm-diag.txt",
+        "kernel.log",
+        "nvidia-smi.xml",
+        "remediation-bug-report.log.gz",
+    ]
