@@ -158,12 +158,9 @@ def collect(platform: Platform, run: Runner, settings: Settings) -> Result:
         actions.append(f"upload -> exit {uploaded.code}")
         failed = [c for c in checks if not c.ok]
         missing = f"; not collected: {', '.join(c.name for c in failed)}" if failed else ""
-    outcome = (
-        Outcome.Succeeded
-        if written and not [c for c in failed if c.name == "upload"]
-        else (Outcome.Failed)
-    )
-    where = settings.location if settings.upload and written else shown
+    not_sent = [c for c in failed if c.name == "upload"]
+    outcome = Outcome.Succeeded if written and not not_sent else Outcome.Failed
+    where = settings.location if settings.upload and written and not not_sent else shown
     message = f"collected {len(written)} file(s) in {where}{missing}"
     return Result(
         "collect",

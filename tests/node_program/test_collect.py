@@ -85,3 +85,11 @@ def test_without_journald_the_kernel_log_comes_from_dmesg_and_parts_that_fail_ar
         result["failedChecks"]
     )
     assert not (out / "dcgm-diag.txt").exists(), "no host engine: no second one started"
+
+
+def test_a_failed_upload_fails_and_says_the_files_are_on_the_node(node: FakeNode) -> None:
+    code, result, _ = node.run("collect", "--location", LOCATION, "--upload", "false {dir}")
+    assert (code, result["reason"]) == (1, "DiagnosticsIncomplete"), result
+    kept = "/var/log/remediation-operator/rem-1/diagnose-1"
+    assert result["message"].startswith(f"collected 4 file(s) in {kept}"), result["message"]
+    assert "not collected: upload" in result["message"]
