@@ -340,6 +340,8 @@ StepTimeout = Annotated[Duration, AfterValidator(_step_timeout)]
 """A ladder step's `timeout`: longer than zero (0s would fail every step as it starts)."""
 
 PVC_SCHEME = "pvc://"
+HOSTPATH_SCHEME = "hostpath://"
+"""A directory on the node itself (`hostpath:///var/log/gpu-diagnostics`), kept per node."""
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -360,6 +362,8 @@ def _destination(text: str) -> str:
             )
         if any(part in (".", "..") for part in sub.split("/")):
             raise ValueError(f"{text!r}: the directory must not contain '.' or '..' segments")
+    if text.startswith(HOSTPATH_SCHEME) and any(p in (".", "..") for p in rest.split("/")):
+        raise ValueError(f"{text!r}: the directory must not contain '.' or '..' segments")
     return text
 
 

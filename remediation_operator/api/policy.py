@@ -534,9 +534,13 @@ class Diagnostics(SpecModel):
     )
 
     destination: Annotated[Destination, Field(min_length=1, max_length=512)]
-    """Where the Job writes: `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the
-    executor namespace) at `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR`;
-    any other address (e.g. `s3://bucket/prefix`) is for the Job's own image to upload to.
+    """Where the Job writes: `hostpath://<dir>` a directory on the node itself (every zone
+    has one; kept across a reboot, read by a log shipper or `kubectl debug node/...`);
+    `pvc://<claim>[/<dir>]` mounts that PersistentVolumeClaim (in the executor namespace) at
+    `/diagnostics` and gives the Job `REMEDIATION_DIAGNOSTICS_DIR` (it must reach every GPU
+    node's zone: ReadWriteMany; a zonal ReadWriteOnce volume cannot follow the Jobs);
+    any other address (e.g. `s3://bucket/prefix`) needs a `jobTemplate` whose image uploads
+    there (the shipped one has no uploader and fails, keeping the files on the node).
     Each run's location, `<destination>/<remediation>/diagnose-<n>`, is in the Job's
     `REMEDIATION_DIAGNOSTICS_LOCATION` and in the Remediation's `status.steps[].location`."""
     before: list[DestructiveAction] = Field(
@@ -552,8 +556,9 @@ class Diagnostics(SpecModel):
         default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
     )
     """A batch/v1 Job template, e.g. your image with an upload command. Absent:
-    `diagnose.yaml` of `--job-templates` (the chart ships one writing nvidia-bug-report, the
-    kernel log and DCGM output to `REMEDIATION_DIAGNOSTICS_DIR`)."""
+    `diagnose.yaml` of `--job-templates` (the chart ships `remediation-operator node collect`:
+    nvidia-bug-report, the kernel log, nvidia-smi and DCGM output, to a hostpath:// or
+    pvc:// destination)."""
 
 
 class Validation(SpecModel):

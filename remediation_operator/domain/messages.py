@@ -536,8 +536,19 @@ def diagnosing(target: Action, location: str, wait: str) -> str:
     return f"{target} is due; collecting diagnostics to {location} first; {wait}."
 
 
-def diagnosed(target: Action, location: str, took: timedelta) -> str:
-    return f"Diagnostics collected to {location} in {durations.format(took)}; {target} follows."
+def rebooted_although_job_failed(attempt: int) -> str:
+    return (
+        f"Reboot succeeded: the node came back with a new bootID although attempt {attempt}'s"
+        " Job failed (its pod may have ended with the shutdown); not rebooting it again."
+    )
+
+
+def diagnosed(target: Action, location: str, took: timedelta, detail: str = "") -> str:
+    """`detail`: what the Job said (the node program: what it wrote, what it could not)."""
+    said = f" ({detail})" if detail else ""
+    return (
+        f"Diagnostics collected to {location} in {durations.format(took)}{said}; {target} follows."
+    )
 
 
 def diagnostics_failed(target: Action, location: str, took: timedelta, detail: str | None) -> str:

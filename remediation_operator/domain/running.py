@@ -59,6 +59,12 @@ def end_step(
     )
 
 
+def _came_back(node: NodeView, state: RemediationState) -> bool:
+    """The node is Ready with another bootID than when the Reboot step first started."""
+    before = state.boot_id_at_step_start
+    return bool(before) and node.ready and node.boot_id != before
+
+
 def in_flight(
     ctx: Context,
     state: RemediationState,
@@ -83,6 +89,13 @@ def in_flight(
     if forced:
         limit = ladder.deadline(step, record.started_at)
     if record.outcome is Outcome.TransientFailure:
+        if step.action is Action.Reboot and _came_back(node, state):
+            # The attempt's Job failed (e.g. its pod was killed by the shutdown it asked
+            # for), yet the node came back with a new bootID: it rebooted. Another attempt
+            # would reboot it again (issue 22).
+            message = messages.rebooted_although_job_failed(state.attempt)
+            ctx.announce(state, Reason.StepSucceeded, message, action=step.action)
+            return end_step(ctx, state, Outcome.Succeeded, Reason.StepSucceeded, message), False
         return between_attempts(ctx, state, node, fault, found, step, limit)
     if found is None and step.action is Action.Drain:
         # Nothing left to move work away from: stop evicting, begin probation.
@@ -140,7 +153,7 @@ def _diagnosed(
     nxt = ladder.next_after(fault.ladder, validation.reached(state))
     target = fault.ladder[nxt].action if nxt is not None else Action.Replace
     if outcome is Outcome.Succeeded:
-        message = messages.diagnosed(target, record.location, took)
+        message = messages.diagnosed(target, record.location, took, detail)
         ctx.announce(state, Reason.DiagnosticsCollected, message, action=Action.Diagnose)
         return end_step(ctx, state, Outcome.Succeeded, Reason.DiagnosticsCollected, message)
     why = None if outcome is None else detail

@@ -73,6 +73,8 @@ def begin(
             or ctx.marked_ours(node)
         )
         already = node.unschedulable and not cordoned_by_us
+    again = attempt > 1 and action is state.step
+    """A retry of the running step (not a resume after a restart)."""
     fresh = attempt == 1 and not (
         resume
         and state.steps
@@ -87,8 +89,10 @@ def begin(
         everything = drain.plan(ctx.policy, state.fault, since, now, full=True)
         ctx.mutate(Evict(name, plan=everything))
     else:
-        # A resumed Reboot keeps the bootID of its first start (the one the reboot replaces).
-        kept = state.boot_id_at_step_start if resume and action is state.step else None
+        # A resumed or retried Reboot keeps the bootID of its first start (the one the reboot
+        # replaces): an attempt whose Job runs after the node came back must not reboot it
+        # again (the node program reboots only while the node has this bootID, issue 22).
+        kept = state.boot_id_at_step_start if (resume or again) and action is state.step else None
         boot_id = kept or node.boot_id
         ctx.mutate(
             meaning.start(Start(name, state.name, attempt, ctx.policy, drain=pods, boot_id=boot_id))
@@ -108,7 +112,8 @@ def begin(
             ctx.rate.record(now)
     first_started = now if attempt == 1 and not reopened else state.step_started_at
     assert first_started is not None
-    boot = node.boot_id if action is Action.Reboot else state.boot_id_at_step_start
+    kept_boot = state.boot_id_at_step_start if again else None
+    boot = (kept_boot or node.boot_id) if action is Action.Reboot else state.boot_id_at_step_start
     steps = len(fault.ladder)
     if ctx.dry_run:
         message = messages.dry_run_started(action, index, steps, attempt)

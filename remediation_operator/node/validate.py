@@ -17,6 +17,7 @@ The result names each failed check and its GPU.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ class Validate:
         checks = check_health(query, count)
         if ran.code == smi.ExitCode.GpuLost:
             checks.append(Check("gpu-lost", "", False, ran.said))
-        checks += self._dcgm()
+        checks += self._dcgm(query)
         failed = [c for c in checks if not c.ok]
         if failed:
             first = failed[0]
@@ -114,7 +115,7 @@ class Validate:
             *checks,
         )
 
-    def _dcgm(self) -> list[Check]:
+    def _dcgm(self, query: smi.Query) -> list[Check]:
         if not self.settings.hostengine:
             return []
         tool = ["dcgmi"]
@@ -129,4 +130,33 @@ class Validate:
             return []
         if ran.code != 0 and "host engine" in (ran.stderr + ran.stdout).lower():
             return []  # none reachable: never start a second one
-        return [Check("dcgm-diag", "", ran.code == 0, ran.said)]
+        if ran.code == 0:
+            return [Check("dcgm-diag", "", True, "")]
+        return failed_tests(ran.stdout, query) or [Check("dcgm-diag", "", False, ran.said)]
+
+
+_RESULT_ROW = re.compile(r"^\|\s*(?P<test>[^|]*?)\s*\|\s*(?P<result>[^|]*?)\s*\|?\s*$")
+_FAILED_ON = re.compile(r"^Fail - GPUs?: (?P<ids>[\d, ]+)$")
+
+
+def failed_tests(table: str, query: smi.Query) -> list[Check]:
+    """The failed tests of `dcgmi diag`'s table, one Check per test and GPU. A row is
+    `| <test> | Pass - All |`, or `Fail - GPU: <id>` (`GPUs: 0, 1`), possibly on a
+    continuation row with an empty test column (DCGM 3.3 output, e.g. stas00/ml-engineering
+    compute/accelerator/nvidia/debug.md). DCGM's GPU ids follow NVML's index order, which is
+    `nvidia-smi -q -x`'s order, so an id names that GPU by UUID."""
+    checks: list[Check] = []
+    test = ""
+    for line in table.splitlines():
+        row = _RESULT_ROW.match(line.strip())
+        if row is None or row["test"].startswith("-"):
+            continue
+        test = row["test"] or test
+        failed = _FAILED_ON.match(row["result"])
+        if failed is None:
+            continue
+        for ident in (i.strip() for i in failed["ids"].split(",") if i.strip()):
+            index = int(ident)
+            gpu = query.gpus[index].uuid if index < len(query.gpus) else f"GPU {index}"
+            checks.append(Check(f"dcgm: {test}", gpu, False, row["result"]))
+    return checks

@@ -266,9 +266,11 @@ def test_only_executor_jobs_are_privileged(
     jobs = chart_check.job_templates(rendered[values])
     text = json.dumps([d for d in rendered[values] if d.get("kind") != "ConfigMap"])
     assert '"privileged": true' not in text
-    for job in jobs.values():
+    for name, job in jobs.items():
         (container,) = job["spec"]["template"]["spec"]["containers"]
-        assert container["securityContext"] == {"privileged": True}
+        # As root: the image's user is 65532, privileged alone keeps it, and a non-root
+        # nvidia-smi reset, nsenter or write under /host is refused (capabilities(7), D69).
+        assert container["securityContext"] == {"runAsUser": 0, "privileged": True}, name
 
 
 OPERATOR_IMAGE = "ghcr.io/gpuops/remediation-operator:" + str(
@@ -508,8 +510,7 @@ def test_executor_images_can_come_from_a_mirror_pinned_by_digest(
         "gpu-reset.yaml": operator,
         "reboot.yaml": operator,
         "validate.yaml": operator,
-        "diagnose.yaml": "mirror.example.com/nvidia/cloud-native/dcgm:4.2.3-1-ubuntu22.04@sha256:"
-        + "4" * 64,
+        "diagnose.yaml": operator,
     }
     reset_pod = jobs["gpu-reset.yaml"]["spec"]["template"]["spec"]
     assert "runtimeClassName" not in reset_pod
@@ -588,19 +589,24 @@ def test_validation_job_runs_dcgm_diagnostics_at_the_policys_level(
     assert container["args"] == ["--hostengine=localhost:5555", "--ready-timeout=600"]
 
 
-def test_diagnostics_job_collects_the_bug_report_kernel_log_and_dcgm_output(
+def test_diagnostics_job_runs_the_node_program_against_the_nodes_host_engine(
     rendered: dict[str, list[Document]],
 ) -> None:
-    """The shipped diagnostics before Reboot/Replace (spec.diagnostics without a jobTemplate)
-    write to REMEDIATION_DIAGNOSTICS_DIR, the claim the operator mounts (D39)."""
+    """The shipped diagnostics before Reboot/Replace (spec.diagnostics without a jobTemplate):
+    the node program's `collect` from the operator's image, as root, with the host's PID
+    namespace (kernel log) and network (the node's own DCGM host engine: no second
+    nv-hostengine, no DCGM image, no RuntimeClass), D69."""
     job = chart_check.job_templates(rendered["default"])["diagnose.yaml"]
-    pod = job["spec"]["template"]["spec"]
+    assert job["spec"]["backoffLimit"] == 0
+    pod, container = node_program(job)
+    assert pod["restartPolicy"] == "Never"
     assert pod["hostPID"] is True
-    (container,) = pod["containers"]
-    script = container["args"][0]
-    assert 'out="${REMEDIATION_DIAGNOSTICS_DIR:-/tmp/diagnostics}"' in script
-    for part in ("nvidia-bug-report.sh", "journalctl -k", "dcgmi diag -r 1", "nvidia-smi -q"):
-        assert part in script
+    assert pod["hostNetwork"] is True
+    assert "runtimeClassName" not in pod
+    assert container["command"][-1] == "collect"
+    assert container["args"] == ["--hostengine=localhost:5555"]
+    assert "nv-hostengine" not in yaml.safe_dump(job), "never a second host engine"
+    assert {"name": "host", "mountPath": "/host"} in container["volumeMounts"], "writes there"
 
 
 def test_aggregating_policy_writes_into_edit_and_admin_is_opt_in(

@@ -3,6 +3,8 @@ record says where it wrote, and the step goes on whatever it did, at its timeout
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from remediation_operator.domain.effects import Announce, RunExecutor
 from remediation_operator.domain.policy import (
     Action,
@@ -69,7 +71,10 @@ def test_diagnostics_run_before_the_reboot_and_their_location_is_recorded() -> N
     state = cluster.active["gpu-1"]
     diagnose = state.steps[-2]
     assert (diagnose.outcome, diagnose.reason) == (Outcome.Succeeded, Reason.DiagnosticsCollected)
-    assert diagnose.message == f"Diagnostics collected to {location} in 2m; Reboot follows."
+    # What the Job said (the node program: what it wrote and what it could not) is kept.
+    assert (
+        diagnose.message == f"Diagnostics collected to {location} in 2m (reported); Reboot follows."
+    )
     assert state.step is Action.Reboot
     assert runs(cluster) == [(Action.Reboot, 1)]
 
@@ -97,6 +102,21 @@ def test_diagnostics_never_hold_the_step_past_their_timeout() -> None:
     assert state.steps[-2].reason is Reason.DiagnosticsFailed
     assert "(timed out)" in state.steps[-2].message
     assert state.step is Action.Reboot
+
+
+def test_removing_diagnostics_while_they_run_keeps_their_timeout() -> None:
+    """Issue 22: the running step keeps the timeout it started with (`steps[].timeout`), so
+    editing the policy cannot leave it running for ever."""
+    cluster = cordoned()
+    run(cluster, "plan")
+    assert cluster.active["gpu-1"].steps[-1].timeout == 10 * MIN
+    cluster.policy = replace(cluster.policy, diagnostics=None)
+    run(cluster, "+9m plan")
+    assert cluster.active["gpu-1"].step is Action.Diagnose
+    run(cluster, "+1m plan")
+    state = cluster.active["gpu-1"]
+    assert (state.steps[-2].reason, state.step) == (Reason.DiagnosticsFailed, Action.Reboot)
+    assert "(timed out)" in state.steps[-2].message
 
 
 def test_each_destructive_step_gets_its_own_run_and_retries_get_none() -> None:

@@ -55,6 +55,10 @@ CASES = {
         with_spec(diagnostics={"destination": "pvc://x/../.."}),
         "spec.diagnostics.destination: 'pvc://x/../..': the directory must not contain",
     ),
+    "escaping-hostpath": (
+        with_spec(diagnostics={"destination": "hostpath:///var/log/../../etc"}),
+        "spec.diagnostics.destination: 'hostpath:///var/log/../../etc': the directory must not",
+    ),
     "zero-timeout": (
         with_spec(validation={"timeout": "0s"}),
         "spec.validation.timeout: '0s' must be longer than 0s",

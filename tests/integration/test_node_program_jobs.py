@@ -26,8 +26,9 @@ STOP = {
 }
 
 
-def node_job(step: str, *args: str) -> dict[str, Any]:
-    """The chart's executor Job, as far as the fleet runs it."""
+def node_job(step: str, *args: str, root: bool = True) -> dict[str, Any]:
+    """The chart's executor Job, as far as the fleet runs it (as root, as the chart runs it;
+    `root=False`: as the image's own user)."""
     return {
         "spec": {
             "template": {
@@ -44,6 +45,7 @@ def node_job(step: str, *args: str) -> dict[str, Any]:
                                 step,
                             ],
                             "args": list(args),
+                            "securityContext": {"runAsUser": 0 if root else 65532},
                         }
                     ]
                 }
@@ -52,7 +54,7 @@ def node_job(step: str, *args: str) -> dict[str, Any]:
     }
 
 
-def reset_then_reboot(clients: str) -> dict[str, Any]:
+def reset_then_reboot(clients: str, *, root: bool = True) -> dict[str, Any]:
     body = policy()
     fault = body["spec"]["faults"][0]
     fault["ladder"] = [
@@ -62,7 +64,10 @@ def reset_then_reboot(clients: str) -> dict[str, Any]:
         {"action": "Replace", "timeout": "30s"},
     ]
     body["spec"]["actions"] = {
-        "gpuReset": {"executor": "Job", "jobTemplate": node_job("reset", f"--clients={clients}")},
+        "gpuReset": {
+            "executor": "Job",
+            "jobTemplate": node_job("reset", f"--clients={clients}", root=root),
+        },
         "reboot": {"executor": "Job", "jobTemplate": node_job("reboot")},
         "replace": {"provider": "Karpenter"},
     }
@@ -141,3 +146,115 @@ async def test_a_reset_that_leaves_the_clients_running_fails_and_the_reboot_runs
     (job,) = jobs
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert {"name": "REMEDIATION_EXPECTED_BOOT_ID", "value": boot} in container["env"]
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_permanent_result_climbs_at_once_and_the_status_names_it(
+    cluster: Cluster,
+) -> None:
+    """The program's result reaches the operator as on a real cluster: as the termination
+    message of the Job's pod (D70). A reset Job not running as root gets nvidia-smi's
+    "Insufficient Permissions" (exit 4, permanent): no retry, the ladder climbs to Reboot."""
+    node = cluster.node_names()[0]
+    cluster.apply(reset_then_reboot("none", root=False))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="recovered")
+    status = (cluster.remediation(node) or {})["status"]
+    resets = [s for s in status["steps"] if s["action"] == "GPUReset"]
+    assert [s["outcome"] for s in resets] == ["PermanentFailure"], "no second attempt"
+    assert "ResetNoPermission: " in resets[0]["message"], resets[0]["message"]
+    assert "{" not in resets[0]["message"], "the result is read, not quoted"
+    assert ("Reboot", "Succeeded") in steps(cluster, node)
+    pods = [
+        p
+        for p in cluster.api.store.list("pods", NAMESPACE)
+        if p["metadata"]["labels"].get("job-name", "").endswith("gpureset-1")
+    ]
+    (pod,) = pods
+    (container,) = pod["status"]["containerStatuses"]
+    assert container["state"]["terminated"]["exitCode"] == 2
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_a_failed_validation_names_the_check_and_the_gpu_in_status_and_event(
+    cluster: Cluster,
+) -> None:
+    """The chart's validation (`node validate`, DCGM against the node's host engine) after a
+    reboot that left a latent fault (`row-remap-failure`: DCGM still fails): the step's record
+    and the Node's Event say which check failed on which GPU, read from the pod's termination
+    message as on a real cluster (D70), and the ladder climbs at once."""
+    node = cluster.node_names()[0]
+    body = reset_then_reboot("gpu-operator")
+    fault = body["spec"]["faults"][0]
+    fault["ladder"] = [
+        {"action": "Cordon"},
+        {"action": "Reboot", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Replace", "timeout": "30s"},
+    ]
+    body["spec"]["validation"] = {
+        "after": ["Reboot"],
+        "level": 1,
+        "timeout": "60s",
+        "jobTemplate": node_job("validate", "--hostengine=localhost:5555"),
+    }
+    cluster.apply(body)
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "row-remap-failure")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="replaced")
+    status = (cluster.remediation(node) or {})["status"]
+    assert [s["action"] for s in status["steps"]] == ["Cordon", "Reboot", "Validate", "Replace"]
+    validate = status["steps"][2]
+    assert (validate["outcome"], validate["reason"]) == ("PermanentFailure", "ValidationFailed")
+    named = f"dcgm: Memory on {fake.gpu(0)['uuid']}"
+    assert named in validate["message"], validate["message"]
+    assert "{" not in validate["message"], "the result is read, not quoted"
+    (failed,) = [e for e in cluster.events(node, "Node") if e["reason"] == "ValidationFailed"]
+    assert named in failed["message"]
+
+
+@pytest.mark.fleet(config=PROGRAM)
+async def test_diagnostics_run_the_node_program_and_keep_the_files_on_the_node(
+    cluster: Cluster,
+) -> None:
+    """The chart's diagnostics (`node collect`) before a Reboot, to a `hostpath://`
+    destination: the files are in that directory on the node, and the step's record says
+    where and what was written (D69)."""
+    node = cluster.node_names()[0]
+    body = reset_then_reboot("gpu-operator")
+    body["spec"]["faults"][0]["ladder"] = [
+        {"action": "Cordon"},
+        {"action": "Reboot", "timeout": "60s", "escalateAfter": "30s"},
+        {"action": "Replace", "timeout": "30s"},
+    ]
+    body["spec"]["diagnostics"] = {
+        "destination": "hostpath:///var/log/gpu-diagnostics",
+        "before": ["Reboot"],
+        "jobTemplate": node_job("collect", "--hostengine=localhost:5555"),
+    }
+    cluster.apply(body)
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-79")
+
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=90, what="rebooted")
+    status = (cluster.remediation(node) or {})["status"]
+    diagnose = status["steps"][1]
+    assert (diagnose["action"], diagnose["reason"]) == ("Diagnose", "DiagnosticsCollected")
+    name = (cluster.remediation(node) or {})["metadata"]["name"]
+    where = f"/var/log/gpu-diagnostics/{name}/diagnose-1"
+    assert diagnose["location"] == f"hostpath://{where}"
+    assert f"collected 4 file(s) in {where}" in diagnose["message"], diagnose["message"]
+    program = cluster.fleet.jobs.program
+    assert program is not None
+    kept = program.root / node / "host" / where.lstrip("/")
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "dcgm-diag.txt",
+        "kernel.log",
+        "nvidia-smi.xml",
+        "remediation-bug-report.log.gz",
+    ]

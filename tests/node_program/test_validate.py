@@ -31,8 +31,10 @@ def test_a_dcgm_failure_fails_the_validation(node: FakeNode) -> None:
     node.write(fake.node(2, diag_failure={"gpu": 1, "test": "Memory"}))
     code, result, _ = node.run("validate")
     assert (code, result["reason"]) == (2, "ValidationFailed")
-    assert "dcgm-diag" in result["message"]
-    assert "Memory failed on GPU 1" in result["message"]
+    assert result["failedChecks"] == [
+        {"check": "dcgm: Memory", "gpu": UUIDS[1], "detail": "Fail - GPU: 1"}
+    ], "the failed test on the GPU DCGM names"
+    assert f"dcgm: Memory on {UUIDS[1]}" in result["message"]
 
 
 def test_without_a_host_engine_no_second_one_is_started(node: FakeNode) -> None:
@@ -59,3 +61,34 @@ def test_gpu_operator_nodes_wait_for_the_validator(node: FakeNode) -> None:
     code, result, _ = node.run("validate", "--ready-timeout", "0")
     assert (code, result["reason"]) == (3, "GpuStackNotReady")
     assert "driver-ready, toolkit-ready" in result["message"]
+
+
+def test_dcgm_failures_are_read_per_test_and_gpu_from_its_table() -> None:
+    """DCGM 3.3's `dcgmi diag -r 3` table as a real node prints it (a failed GPU on the
+    continuation row of its test); ids are NVML indexes, named by UUID."""
+    from remediation_operator.node.smi import Gpu, Query
+    from remediation_operator.node.validate import failed_tests
+
+    table = """Successfully ran diagnostic for group.
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Metadata  ----------+------------------------------------------------|
+| DCGM Version              | 3.3.9                                          |
++-----  Hardware  ----------+------------------------------------------------+
+| GPU Memory                | Pass - All                                     |
++-----  Stress  ------------+------------------------------------------------+
+| Targeted Power            | Pass - GPUs: 0, 2, 3                           |
+|                           | Fail - GPU: 1                                  |
+| Warning                   | GPU 1 Max power of 224.1 did not reach desire  |
+| Memory Bandwidth          | Fail - GPUs: 2, 3                              |
+| EUD Test                  | Skip - All                                     |
++---------------------------+------------------------------------------------+
+"""
+    gpus = tuple(Gpu("", UUIDS[i], False, (), "N/A", False, False, False) for i in range(3))
+    checks = failed_tests(table, Query(attached=3, gpus=gpus))
+    assert [(c.name, c.gpu) for c in checks] == [
+        ("dcgm: Targeted Power", UUIDS[1]),
+        ("dcgm: Memory Bandwidth", UUIDS[2]),
+        ("dcgm: Memory Bandwidth", "GPU 3"),
+    ]

@@ -11,9 +11,13 @@ Diagnose: the reports are written, it succeeds).
 Finished Jobs with `ttlSecondsAfterFinished` are deleted when it expires (the
 TTL-after-finished controller).
 
-No Pods are created for these Jobs: the operator watches the Job, not its pods, and a pod
-would only add traffic. Conditions follow Kubernetes 1.31+: `SuccessCriteriaMet` then
-`Complete` (reason CompletionsReached), or `FailureTarget` then `Failed` (BackoffLimitExceeded).
+No Pods are created for these Jobs (the operator watches the Job, not its pods, and a pod
+would only add traffic), except one ended pod per run of the node program
+(`FleetConfig.node_program`): the program's result is the pod's termination message, where
+the operator reads it on a real cluster (which check failed on which GPU, and whether the
+failure is permanent); it goes when its Job is deleted, as the garbage collector removes it.
+Conditions follow Kubernetes 1.31+: `SuccessCriteriaMet` then `Complete` (reason
+CompletionsReached), or `FailureTarget` then `Failed` (BackoffLimitExceeded).
 
 On a real API server (`FleetConfig.job_controller`) the real Job controller creates the pods
 and owns Job status; the runner then plays the kubelet for those pods only, as kwok does: a pod
@@ -25,7 +29,6 @@ the Job controller counts it, retries or finishes the Job, and deletes it after 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Callable
@@ -43,6 +46,7 @@ from remediation_emulator.fleet.node_program import (
     DEVICE_PLUGIN_LABEL,
     DEVICE_PLUGIN_PREFIX,
     NodeProgram,
+    Ran,
     place_device_plugin,
     runs_program,
 )
@@ -51,6 +55,8 @@ log = logging.getLogger(__name__)
 ACTION_LABEL = "remediation.gpuops.io/action"
 POD_PREFIX = "pod:"
 """Work-queue keys of Job pods (real Job controller mode) are `pod:<namespace>/<name>`."""
+GONE_PREFIX = "gone:"
+"""Work-queue keys of deleted Jobs whose node-program pods go with them: `gone:<ns>/<name>`."""
 
 
 def owning_job(pod: Obj) -> str | None:
@@ -172,13 +178,9 @@ def succeeded_status(job: Obj, now: datetime) -> dict[str, Any]:
     }
 
 
-def failed_status(job: Obj, failed: int, now: datetime, said: str = "") -> dict[str, Any]:
+def failed_status(job: Obj, failed: int, now: datetime) -> dict[str, Any]:
     stamp = health.timestamp(now)
     message = "Job has reached the specified backoff limit"
-    if said:
-        # No pod carries a termination message here: the node program's result is shown in
-        # the condition instead (a real cluster has it on the pod, which the operator reads).
-        message = f"{message}: {said}"
     return {
         "status": {
             "active": None,
@@ -239,8 +241,6 @@ class JobRunner:
         """By Job uid: the resourceVersion of our latest status write (read-your-writes)."""
         self._outcomes: dict[str, bool] = {}
         """By Job uid + attempt: the decided outcome, so a failed status write is not re-rolled."""
-        self._said: dict[str, str] = {}
-        """By Job uid + attempt: what the node program said when it failed."""
         self.program = NodeProgram(client.connection) if config.node_program else None
         """Runs executor Jobs that call the node program against a fake GPU node."""
         self._pods: Informer | None = None
@@ -262,6 +262,9 @@ class JobRunner:
     def _on_job(self, key: str, old: Obj | None, new: Obj | None) -> None:
         if self._config.job_controller:
             return  # the real Job controller runs it; its pods are what we play
+        if new is None and old is not None and self.program is not None and runs_program(old):
+            self.controller.enqueue(GONE_PREFIX + key)
+            return
         self._by_node.place(key, pinned_node(new) if new else None)
         self.controller.enqueue(key)
 
@@ -287,6 +290,9 @@ class JobRunner:
     async def _reconcile(self, key: str) -> float | None:
         if key.startswith(POD_PREFIX):
             return await self._reconcile_pod(key)
+        if key.startswith(GONE_PREFIX):
+            await self._collect_pods(key[len(GONE_PREFIX) :])
+            return None
         if key.startswith(DEVICE_PLUGIN_PREFIX):
             node = self._nodes.get(key[len(DEVICE_PLUGIN_PREFIX) :])
             if node is not None:
@@ -339,8 +345,7 @@ class JobRunner:
             self._runs[uid] = clock
             return self._duration(job)
         else:
-            said = self._said.get(attempt, "")
-            await self._status(job, failed_status(job, failed + 1, self._now(), said))
+            await self._status(job, failed_status(job, failed + 1, self._now()))
         self._runs.pop(uid, None)
         return None
 
@@ -420,14 +425,72 @@ class JobRunner:
             ran.code,
             "; ".join(str(a) for a in ran.result.get("actions") or []) or ran.message,
         )
+        await self._record_pod(job, node, ran)
         if ran.code != 0:
-            self._said[attempt] = json.dumps(ran.result)[:1000]
             return False
         if action == "GPUReset":
             return self._agent.gpu_reset(name)
         if action == "Reboot" and ran.result.get("reason") == "RebootRequested":
             return self._agent.reboot(name)
         return True
+
+    async def _record_pod(self, job: Obj, node: Obj, ran: Ran) -> None:
+        """The ended pod of this run, as the Job controller and the kubelet leave it: labelled
+        `job-name`, owned by the Job, its container terminated with the program's exit code
+        and its result as the termination message (`terminationMessagePolicy: File`)."""
+        meta = job["metadata"]
+        template = job["spec"]["template"]
+        labels = {
+            **(template.get("metadata", {}).get("labels") or {}),
+            "job-name": meta["name"],
+            "batch.kubernetes.io/job-name": meta["name"],
+            "controller-uid": meta["uid"],
+        }
+        owner = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "generateName": f"{meta['name']}-",
+                "namespace": meta["namespace"],
+                "labels": labels,
+                "ownerReferences": [owner],
+            },
+            "spec": {**template.get("spec", {}), "nodeName": node["metadata"]["name"]},
+        }
+        try:
+            pod = await self._client.create(resources.PODS, body, namespace=meta["namespace"])
+        except ApiError as error:
+            log.warning("node program pod for %s not recorded: %s", meta["name"], error.message)
+            return
+        status = terminated_status(pod, self._now(), succeeded=ran.code == 0)
+        for container in status["status"]["containerStatuses"]:
+            terminated = container["state"]["terminated"]
+            terminated["exitCode"] = ran.code
+            terminated["message"] = ran.said
+        await self._pod_status(pod, status)
+
+    async def _collect_pods(self, key: str) -> None:
+        """The garbage collector's part: a deleted Job's node-program pods go with it."""
+        namespace, _, name = key.partition("/")
+        pods = await self._client.list(
+            resources.PODS, namespace=namespace, label_selector=f"job-name={name}"
+        )
+        for pod in pods.get("items") or []:
+            try:
+                await self._client.delete(
+                    resources.PODS, pod["metadata"]["name"], namespace=namespace
+                )
+            except ApiError as error:
+                if error.status != 404:
+                    raise
 
     def _run_effect(self, job: Obj, node_name: str) -> bool:
         if self._rng.random() < self._config.job_failure_probability:

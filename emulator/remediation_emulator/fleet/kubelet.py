@@ -35,6 +35,12 @@ def _job_owned(pod: Obj) -> bool:
     return any(r.get("kind") == "Job" and r.get("controller") for r in refs)
 
 
+def _node_program(pod: Obj) -> bool:
+    """A pod the Job runner recorded for a run of the node program (fleet/jobs.py)."""
+    containers = pod.get("spec", {}).get("containers") or [{}]
+    return list(containers[0].get("command") or [])[:2] == ["remediation-operator", "node"]
+
+
 def pod_ready(pod: Obj) -> bool:
     for condition in pod.get("status", {}).get("conditions", []):
         if condition.get("type") == "Ready":
@@ -212,8 +218,8 @@ class Kubelet:
             return None
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return None
-        if self._config.job_controller and _job_owned(pod):
-            return None  # the Job runner runs Jobs' pods to completion
+        if _job_owned(pod) and (self._config.job_controller or _node_program(pod)):
+            return None  # the Job runner runs Jobs' pods to completion (or records them ended)
         running = pod.get("status", {}).get("phase") == "Running"
         if ready and running and pod_ready(pod):
             return None

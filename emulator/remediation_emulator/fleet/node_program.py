@@ -8,11 +8,13 @@ emulated Node's state copied into the fake node first: its bootID, and whether D
 diagnostics fail (the node agent's `validates`). The GPU clients are the fake node's
 `holders`: they let go once the Node carries every label of the reset's preset (the fake
 nvidia-smi reads the Node from the API server), so a reset that did not stop them fails busy
-exactly as on a real node. The program's exit code decides the Job; its JSON result goes into
-the Job's Failed condition message (no pod carries a termination message here). Only then is
-the action's effect applied to the emulated node (a reset, a reboot). The fleet's
-device-plugin pods follow the GPU Operator's node label as its DaemonSet does
-(`place_device_plugin`), so the program's wait for the clients to go is a real wait.
+exactly as on a real node; a container not running as root (`runAsUser: 0`; the image's
+user is 65532) gets nvidia-smi's "Insufficient Permissions". The program's exit code decides
+the Job; its JSON result is the termination message of the run's ended pod (fleet/jobs.py),
+where the operator reads it. Only then is the action's effect applied to the emulated node
+(a reset, a reboot). The fleet's device-plugin pods follow the GPU Operator's node label as
+its DaemonSet does (`place_device_plugin`), so the program's wait for the clients to go is a
+real wait.
 """
 
 from __future__ import annotations
@@ -45,14 +47,38 @@ def runs_program(job: Obj) -> bool:
     return command[:2] == ["remediation-operator", "node"]
 
 
+IMAGE_USER = 65532
+"""The operator image's `USER` (Dockerfile): what runs unless the pod says otherwise."""
+
+
+def runs_as_root(job: Obj) -> bool:
+    """Whether the program's container runs as root: its `runAsUser`, else the pod's, else the
+    image's user (65532). `privileged` does not change the user, and a non-root process keeps
+    no effective capabilities across execve (capabilities(7)): nvidia-smi's reset then says
+    "Insufficient Permissions" (exit 4), as on a real node."""
+    spec = job.get("spec", {}).get("template", {}).get("spec", {})
+    container = (spec.get("containers") or [{}])[0]
+    for context in (container.get("securityContext"), spec.get("securityContext")):
+        user = (context or {}).get("runAsUser")
+        if user is not None:
+            return int(user) == 0
+    return IMAGE_USER == 0
+
+
 @dataclass(frozen=True)
 class Ran:
     code: int
     result: dict[str, Any]
+    termination: str = ""
 
     @property
     def message(self) -> str:
         return str(self.result.get("message") or f"exit code {self.code}")
+
+    @property
+    def said(self) -> str:
+        """The termination message: what the program wrote to its termination log."""
+        return self.termination or json.dumps(self.result)[:4096]
 
 
 @dataclass
@@ -94,6 +120,7 @@ class NodeProgram:
         current = fake.read(path)
         current["boot_id"] = node.get("status", {}).get("nodeInfo", {}).get("bootID", "")
         current["diag_failure"] = None if healthy else {"gpu": 0, "test": "Memory"}
+        current["root"] = runs_as_root(job)
         current["clients_api"] = {
             "server": self.connection.server,
             "authorization": self.connection.headers.get("Authorization", ""),
@@ -134,7 +161,10 @@ class NodeProgram:
             result = {}
         if not result:
             result = {"message": (err.decode().strip().splitlines() or ["no output"])[-1]}
-        return Ran(code, result)
+        log = home / "termination-log"
+        written = log.read_text(encoding="utf-8") if log.exists() else ""
+        log.unlink(missing_ok=True)
+        return Ran(code, result, written)
 
 
 def _rooted(argv: list[str], host: str) -> list[str]:
