@@ -23,6 +23,14 @@ class Cordon:
 
 
 @dataclass(frozen=True)
+class Requarantine:
+    """Point our quarantine (taint value, `quarantined-by`) at the fault the incident follows
+    now; nothing else changes, and a node without our taint is not touched (D77)."""
+
+    node: str
+
+
+@dataclass(frozen=True)
 class Release:
     """Remove our taint and do-not-disrupt annotation; uncordon only if `uncordon`."""
 
@@ -106,4 +114,13 @@ class Announce:
     group: str | None = None
 
 
-Effect = Cordon | Release | ProtectFromConsolidation | Evict | RunExecutor | Replace | Announce
+Effect = (
+    Cordon
+    | Requarantine
+    | Release
+    | ProtectFromConsolidation
+    | Evict
+    | RunExecutor
+    | Replace
+    | Announce
+)

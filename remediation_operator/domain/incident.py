@@ -31,7 +31,7 @@ from remediation_operator.domain.closing import close, ended, give_back, hold
 from remediation_operator.domain.context import Context
 from remediation_operator.domain.effects import Severity
 from remediation_operator.domain.fleet import NodeView
-from remediation_operator.domain.policy import Action, Fault, OnExhausted, Step
+from remediation_operator.domain.policy import DISRUPTIVE, Action, Fault, OnExhausted, Step
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import (
     ObservedCondition,
@@ -139,6 +139,15 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     if node.excluded or policy.is_paused:
         hold(ctx, state, node)
         return
+    other = ctx.snapshot.superseding.get(node.name)
+    if other is not None and _yields(state, fault):
+        # A cordon-only incident does not keep a more severe fault of another policy waiting
+        # (D76): it ends and gives nothing back; that policy's cordon takes the quarantine
+        # over (one write, `ClusterPort.cordon`), and until then the node is `claimed`, so
+        # this policy never releases it.
+        message = messages.superseded(fault.name, other, node.quarantined)
+        close(ctx, state, Phase.Cancelled, Reason.SupersededByPolicy, message, release=False)
+        return
     # An Enforce incident under a policy switched to DryRun carries on (the `paused` gate
     # starts nothing new): its fault may still clear and its node be given back.
     # Real agents overwrite the reason with the newest finding: the incident follows the most
@@ -149,6 +158,14 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     if not rested.terminal and rested.waiting != waiting:
         rested = replace(rested, waiting=waiting)
     ctx.finish(rested)
+
+
+def _yields(state: RemediationState, fault: Fault) -> bool:
+    """The incident only holds its node (its fault's ladder has no disruptive step) and no
+    step is in flight: it may hand the node to another policy's acting fault (D76)."""
+    if any(step.action in DISRUPTIVE for step in fault.ladder):
+        return False
+    return stage.of(state) not in (stage.Stage.Running, stage.Stage.Retrying)
 
 
 def _released(ctx: Context, state: RemediationState, node: NodeView) -> bool:

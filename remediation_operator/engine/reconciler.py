@@ -50,6 +50,7 @@ from remediation_operator.domain.effects import (
     ProtectFromConsolidation,
     Release,
     Replace,
+    Requarantine,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import NodeView, Progress, Snapshot, StepObservation
@@ -103,6 +104,7 @@ PlanFunction = Callable[[Snapshot, Policy, datetime], Plan]
 _START_RANK: dict[type, int] = {
     ProtectFromConsolidation: 0,
     Cordon: 1,
+    Requarantine: 1,
     Evict: 2,
     RunExecutor: 3,
     Replace: 4,
@@ -416,6 +418,8 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
     match effect:
         case Cordon(node=node):
             await cluster.cordon(node, fault, policy.name)
+        case Requarantine(node=node):
+            await cluster.requarantine(node, fault, policy.name)
         case Release(node=node, uncordon=uncordon):
             await cluster.release(node, uncordon)
         case ProtectFromConsolidation(node=node, on=on):
@@ -645,9 +649,10 @@ class _Run:
         starts = sorted(
             (e for e in effects if not _is_cleanup(e)), key=lambda e: _START_RANK[type(e)]
         )
-        for effect in (e for e in starts if isinstance(e, Cordon)):
+        for effect in (e for e in starts if isinstance(e, Cordon | Requarantine)):
             # Before the record (D14): the fault's reaction time is this one write. A failure
-            # is retried like a lost cordon: the recorded step resumes it.
+            # is retried like a lost cordon: the recorded step resumes it. A Requarantine
+            # (D77) too: a crash before the record repeats the move that asked for it.
             await self.effect(effect, fault)
         for state in states:
             written = await self.write(state)
@@ -655,7 +660,7 @@ class _Run:
                 return False
             if written is None:
                 return True  # the other starting effects wait for their record to exist
-        for effect in (e for e in starts if not isinstance(e, Cordon)):
+        for effect in (e for e in starts if not isinstance(e, Cordon | Requarantine)):
             await self.effect(effect, fault)
         if (
             resume
@@ -700,6 +705,8 @@ async def reconcile(
     plan: PlanFunction | None = None,
     foreign: Callable[[], Mapping[str, str]] | None = None,
     waiting: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
+    superseding: Callable[[], Mapping[str, str]] | None = None,
+    claimed: Callable[[], frozenset[str]] | None = None,
 ) -> Reconciled:
     """Reconcile `policy` over `nodes` (every Node the caller knows, by name) at `now`.
 
@@ -707,7 +714,9 @@ async def reconcile(
     the breaker. `plan` replaces the planner (tests of the engine's own guarantees only).
     `foreign`: the selected nodes another policy owns (`engine.ownership.foreign`), asked each
     time a snapshot is taken (None: no other policy). `waiting`: by node this policy holds, the
-    other policies' faults there (`engine.ownership.waiting`), asked likewise.
+    other policies' faults there (`engine.ownership.waiting`), asked likewise; `superseding`
+    and `claimed` (`engine.ownership`, D76): the acting faults a cordon-only incident yields
+    to, and the nodes another policy claims, asked likewise.
     Returns what was done and `next_wake`, the time to call again if no event comes first.
     """
     plan_fn = plan if plan is not None else planner.plan
@@ -770,6 +779,8 @@ async def reconcile(
                 n: view for n in active if n not in selected and (view := nodes.get(n)) is not None
             },
             waiting={} if waiting is None else waiting(),
+            superseding={} if superseding is None else superseding(),
+            claimed=frozenset() if claimed is None else claimed(),
         )
         if plan is None:
             last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))
