@@ -126,7 +126,8 @@ async def network_holds_the_node(harness: Harness) -> None:
         for policy in BOTH:
             await reconcile(harness, policy, BOTH)
     held = open_incident(harness, "network")
-    assert held is not None and held.reason is Reason.LadderExhausted, held
+    assert held is not None
+    assert held.reason is Reason.LadderExhausted, held
     assert quarantine(harness) == ("network", "true", "node-networking")
 
 
@@ -141,9 +142,11 @@ async def test_an_acting_fault_of_another_policy_takes_the_node_from_a_cordon_on
 
     (network,) = incidents(harness, "network")
     assert (network.phase, network.reason) == (Phase.Cancelled, Reason.SupersededByPolicy)
-    assert "gpu" in network.message and GPU_FAULT.name in network.message
+    assert "gpu" in network.message
+    assert GPU_FAULT.name in network.message
     gpu = open_incident(harness, "gpu")
-    assert gpu is not None and gpu.fault == GPU_FAULT.name
+    assert gpu is not None
+    assert gpu.fault == GPU_FAULT.name
     assert gpu.step is Action.Drain, "the GPU ladder acts"
     assert gpu.cordoned_by_us, "the cordon it took over is its to undo"
     # The quarantine changed owner in place: no release, no second cordon of a free node.
@@ -211,7 +214,8 @@ async def test_the_cordon_is_kept_when_the_operator_dies_between_the_two_writes(
     for _ in range(4):  # past the grace after which an unrecorded cordon is released
         harness.clock.advance(timedelta(seconds=30))
         await reconcile(harness, NETWORK, policies)
-        assert cordoned(harness) and quarantine(harness)[0] == "network"
+        assert cordoned(harness)
+        assert quarantine(harness)[0] == "network"
     # The GPU policy's worker runs again; its fault is tolerated for 2 minutes first.
     for _ in range(6):
         await reconcile(harness, NETWORK, policies)
@@ -219,7 +223,8 @@ async def test_the_cordon_is_kept_when_the_operator_dies_between_the_two_writes(
         assert cordoned(harness)
         harness.clock.advance(timedelta(seconds=30))
     gpu = open_incident(harness, "gpu")
-    assert gpu is not None and gpu.step is Action.Drain, gpu
+    assert gpu is not None
+    assert gpu.step is Action.Drain, gpu
     assert quarantine(harness) == ("gpu", "true", GPU_FAULT.name)
     assert cluster.calls[("release", NODE)] == 0
 
@@ -240,7 +245,9 @@ async def test_killed_after_the_takeover_before_its_record(harness: Harness) -> 
 
     await rounds(harness, 3, timedelta(seconds=10))
     gpu = open_incident(harness, "gpu")
-    assert gpu is not None and gpu.cordoned_by_us and gpu.step is Action.Drain
+    assert gpu is not None
+    assert gpu.cordoned_by_us
+    assert gpu.step is Action.Drain
     assert cluster.calls[("release", NODE)] == 0
 
 
