@@ -24,10 +24,13 @@ class Cordon:
 
 @dataclass(frozen=True)
 class Requarantine:
-    """Point our quarantine (taint value, `quarantined-by`) at the fault the incident follows
-    now; nothing else changes, and a node without our taint is not touched (D77)."""
+    """Point our quarantine (taint value, `quarantined-by`) at `fault` of `policy` ("": the
+    incident's own, after it moved onto a more severe fault, D77; another policy's: a
+    hand-over, D76). Nothing else changes; a node without our taint is not touched."""
 
     node: str
+    policy: str = ""
+    fault: str = ""
 
 
 @dataclass(frozen=True)

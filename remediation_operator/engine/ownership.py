@@ -192,18 +192,24 @@ def superseding(
     """For the nodes `policy` holds an open incident on: the first other policy (by rank)
     that selects the node and shows an acting fault there with strong evidence, as
     `<policy>/<fault>`. An incident of `policy` whose own fault only holds the node yields
-    to it (the planner decides, knowing its incident's fault; D76)."""
+    to it (the planner decides, knowing its incident's fault; D76). Only a policy that would
+    open there now counts: not on an excluded node, nor inside its `startupGrace`. (Its own
+    holds, such as a Failed incident on that fault, and its circuit breaker are its planner's
+    to judge: then the node stays cordoned, unowned, while that fault shows.)"""
     out: dict[str, str] = {}
     for name, others in contested(policy, policies, nodes, open_by_node).items():
         holders = open_by_node.get(name, ())
         if policy.name not in holders:
             continue
         view = nodes.get(name)
-        if view is None:
-            continue
+        if view is None or view.excluded:
+            continue  # an excluded node opens nothing new: the incident holds it as it is
         for other in sorted(others, key=rank):
             if other.name in holders or name not in selection(other, nodes):
                 continue  # it has an incident of its own there (an older revision's leftover)
+            born = view.created_at
+            if born is not None and born > now - other.startup_grace:
+                continue  # the other policy would not open there yet (its startup grace)
             found = _match(other, view, now)
             if found is not None and not found.weak and acts(other, found.fault):
                 out[name] = f"{other.name}/{found.fault.name}"

@@ -104,7 +104,6 @@ PlanFunction = Callable[[Snapshot, Policy, datetime], Plan]
 _START_RANK: dict[type, int] = {
     ProtectFromConsolidation: 0,
     Cordon: 1,
-    Requarantine: 1,
     Evict: 2,
     RunExecutor: 3,
     Replace: 4,
@@ -409,7 +408,10 @@ async def _observe(
 
 
 def _is_cleanup(effect: Effect) -> bool:
-    return isinstance(effect, Release) or (
+    """Effects on what an incident already placed, applied before the state that records
+    them: a release, do-not-disrupt off, and a Requarantine (it re-labels our quarantine,
+    D76/D77; a crash before the record repeats the decision that asked for it)."""
+    return isinstance(effect, Release | Requarantine) or (
         isinstance(effect, ProtectFromConsolidation) and not effect.on
     )
 
@@ -418,8 +420,8 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
     match effect:
         case Cordon(node=node):
             await cluster.cordon(node, fault, policy.name)
-        case Requarantine(node=node):
-            await cluster.requarantine(node, fault, policy.name)
+        case Requarantine(node=node, policy=to, fault=theirs):
+            await cluster.requarantine(node, theirs or fault, to or policy.name)
         case Release(node=node, uncordon=uncordon):
             await cluster.release(node, uncordon)
         case ProtectFromConsolidation(node=node, on=on):
@@ -649,10 +651,9 @@ class _Run:
         starts = sorted(
             (e for e in effects if not _is_cleanup(e)), key=lambda e: _START_RANK[type(e)]
         )
-        for effect in (e for e in starts if isinstance(e, Cordon | Requarantine)):
+        for effect in (e for e in starts if isinstance(e, Cordon)):
             # Before the record (D14): the fault's reaction time is this one write. A failure
-            # is retried like a lost cordon: the recorded step resumes it. A Requarantine
-            # (D77) too: a crash before the record repeats the move that asked for it.
+            # is retried like a lost cordon: the recorded step resumes it.
             await self.effect(effect, fault)
         for state in states:
             written = await self.write(state)
@@ -660,7 +661,7 @@ class _Run:
                 return False
             if written is None:
                 return True  # the other starting effects wait for their record to exist
-        for effect in (e for e in starts if not isinstance(e, Cordon | Requarantine)):
+        for effect in (e for e in starts if not isinstance(e, Cordon)):
             await self.effect(effect, fault)
         if (
             resume

@@ -198,9 +198,9 @@ async def test_an_acting_incident_is_not_superseded(harness: Harness) -> None:
 async def test_the_cordon_is_kept_when_the_operator_dies_between_the_two_writes(
     harness: Harness,
 ) -> None:
-    """Killed after the cordon-only incident ended and before the GPU policy cordoned: the
-    network fault clears meanwhile (so nothing of the network policy's holds the node), yet
-    its cordon is not released; the GPU incident, with a tolerate window, takes it over."""
+    """Killed after the cordon-only incident ended and before the GPU policy's worker ran:
+    the network fault clears meanwhile, yet the cordon is not released; the GPU incident,
+    with a tolerate window, records it as its own."""
     cluster = harness.cluster
     tolerant = named("gpu", replace(GPU_FAULT, tolerate=timedelta(minutes=2)))
     policies = (NETWORK, tolerant)
@@ -209,13 +209,16 @@ async def test_the_cordon_is_kept_when_the_operator_dies_between_the_two_writes(
     cluster.set_condition(NODE, XID, "False", "NvidiaXID79Error")
     await reconcile(harness, NETWORK, policies)  # the network incident yields ...
     assert incidents(harness, "network")[0].reason is Reason.SupersededByPolicy
+    # ... its quarantine names the GPU policy now, still cordoned ...
+    assert cordoned(harness)
+    assert quarantine(harness) == ("gpu", "true", GPU_FAULT.name)
     # ... and the process dies before the GPU policy's worker runs.
     cluster.set_condition(NODE, "NetworkingReady", "True", "InterfaceUp")
     for _ in range(4):  # past the grace after which an unrecorded cordon is released
         harness.clock.advance(timedelta(seconds=30))
         await reconcile(harness, NETWORK, policies)
         assert cordoned(harness)
-        assert quarantine(harness)[0] == "network"
+        assert quarantine(harness)[0] == "gpu"
     # The GPU policy's worker runs again; its fault is tolerated for 2 minutes first.
     for _ in range(6):
         await reconcile(harness, NETWORK, policies)
@@ -227,6 +230,35 @@ async def test_the_cordon_is_kept_when_the_operator_dies_between_the_two_writes(
     assert gpu.step is Action.Drain, gpu
     assert quarantine(harness) == ("gpu", "true", GPU_FAULT.name)
     assert cluster.calls[("release", NODE)] == 0
+
+
+async def test_killed_before_the_yield_is_recorded(harness: Harness) -> None:
+    """Killed after the quarantine was pointed at the GPU policy, before the network
+    incident's end was written: the incident is still open, so the node is the network
+    policy's (`claimed` for the GPU policy, which releases nothing even with its fault
+    gone); the next round yields again."""
+    cluster = harness.cluster
+    await network_holds_the_node(harness)
+    cluster.set_condition(NODE, XID, "False", "NvidiaXID79Error")
+    cluster.inject("update_remediation", ProcessKilledError())
+    with pytest.raises(ProcessKilledError):
+        await reconcile(harness, NETWORK, BOTH)
+    assert quarantine(harness) == ("gpu", "true", GPU_FAULT.name)
+    assert open_incident(harness, "network") is not None
+    # The GPU fault flaps off for a while: the GPU policy sees its mark and no fault of its
+    # own, but the network incident holds the node: nothing is released.
+    cluster.set_condition(NODE, XID, "True", "NvidiaAcceleratedHardwareReady")
+    for _ in range(4):
+        await reconcile(harness, GPU, BOTH)
+        assert cordoned(harness)
+        harness.clock.advance(timedelta(seconds=30))
+    assert cluster.calls[("release", NODE)] == 0
+    cluster.set_condition(NODE, XID, "False", "NvidiaXID79Error")
+    await rounds(harness, 3, timedelta(seconds=10))
+    assert incidents(harness, "network")[-1].reason is Reason.SupersededByPolicy
+    gpu = open_incident(harness, "gpu")
+    assert gpu is not None
+    assert gpu.cordoned_by_us
 
 
 async def test_killed_after_the_takeover_before_its_record(harness: Harness) -> None:
