@@ -358,6 +358,48 @@ async def test_the_quarantine_taint_names_the_fault_the_incident_follows(
     assert is_cordoned_by_us(cluster.node(node))
 
 
+async def test_a_severe_fault_on_a_node_the_catch_all_holds_is_acted_on(
+    cluster: Cluster,
+) -> None:
+    """Finding 6, second sentence, within one policy (D58): the catch-all (cordon and hold)
+    holds the node for an XID it does not know; XID 54 follows on the same condition. The
+    same Remediation moves onto the replace ladder and acts; the taint names it (D77)."""
+    node = cluster.node_names()[0]
+    catch_all = {
+        **fault("gpu-unknown-reason", "NvidiaXID[0-9]+Error", [{"action": "Cordon"}]),
+        "onExhausted": "Hold",
+    }
+    cluster.apply(policy(faults=[CONTACT_SUPPORT, catch_all]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-119")
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("reason") == "LadderExhausted"
+        ),
+        what="the catch-all holds the node",
+    )
+    assert quarantine_of(cluster.node(node)) == ("gpu", "gpu-unknown-reason")
+    name = (cluster.remediation(node) or {})["metadata"]["name"]
+
+    cluster.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: quarantine_of(cluster.node(node)) == ("gpu", "gpu-contact-support"),
+        what="the taint names the fault the incident follows",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Drain"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the replace ladder acts",
+    )
+    assert [r["metadata"]["name"] for r in cluster.remediations(node)] == [name]
+    assert (cluster.remediation(node) or {})["status"]["fault"] == "gpu-contact-support"
+    assert "FaultWorsened" in cluster.event_reasons(node, "Node")
+
+
 @pytest.mark.fleet(config=CONFIG.with_(agent="eks", heartbeat_period=300.0))
 async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_back(
     cluster: Cluster,
