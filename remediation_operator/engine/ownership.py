@@ -23,9 +23,10 @@ other's incident). Every node has at most one owner, decided the same way by eve
 The exception to rule 1 (D76): an open incident whose fault only holds the node (a cordon-only
 ladder, such as a catch-all's `Hold`) yields its node to another policy that shows an acting
 fault there with strong evidence (`superseding`): it ends `SupersededByPolicy` without giving
-anything back, and the other policy's cordon takes the quarantine over in one write
-(`k8s.nodes.cordon`). Until then the node is `claimed`: the yielding policy never releases the
-cordon it leaves behind.
+anything back, its quarantine marks pointed at the other policy first (one write), whose
+incident's cordon then finds the node cordoned and records it as its own. A node another
+policy holds or shows a fault on is `claimed`: no policy releases a cordon of its own there
+that no incident of its records (the marks may be its own before the yield is recorded).
 
 Each policy's snapshot lists, in `Snapshot.foreign`, the nodes it selects but does not own,
 with their owner: it opens no incident there and shows the overlap in its status. This is a
@@ -225,10 +226,13 @@ def claimed(
     now: datetime,
 ) -> frozenset[str]:
     """The nodes `policy` selects that another policy owns and has a claim on now: an open
-    incident there, or one of its faults on the node. A cordon `policy` left there (a hand-over
-    whose new incident has not cordoned yet, D76) is not released: that policy's cordon takes
-    it over. A node another policy owns by rank alone, with nothing to do there, is no claim:
-    an unrecorded cordon of `policy` on it is released as before."""
+    incident there, or one of its faults on the node. A cordon marked as `policy`'s with no
+    incident of `policy` recording it is not released there (D76): the marks were pointed at
+    `policy` by a yield whose record the process died before writing (the other incident is
+    still open), or `policy`'s fault cleared before its incident took the node while the
+    other's still shows (that policy's next incident takes the cordon over). A node another
+    policy owns by rank alone, with nothing to do there, is no claim: an unrecorded cordon of
+    `policy` on it is released as before."""
     owners = foreign(policy, policies, nodes, open_by_node, now)
     by_name = {p.name: p for p in policies}
     out: set[str] = set()
