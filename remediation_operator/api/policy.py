@@ -618,12 +618,15 @@ class RemediationPolicySpec(SpecModel):
     )
     """Named pause requests (e.g. `upgrade-team`); the policy is paused while any is listed."""
     weight: int = Field(default=0, ge=0, le=MAX_WEIGHT)
-    """Which policy owns a node that several policies select: the highest weight (as with
-    Karpenter's NodePool weight); on equal weight the older policy, then the name that sorts
-    first. A node has at most one active Remediation across all policies, and a policy keeps a
-    node it already remediates until that incident ends. The policies that lose a node open no
-    incident on it and show it in their status: `overlappedNodes`, `overlappedBy` and the
-    condition `Overlapping`, whose message names the owners."""
+    """Which policy owns a node that several policies select: among those showing a fault
+    there, a fault whose ladder acts before one that only cordons, then the highest weight (as
+    with Karpenter's NodePool weight); on equal weight the older policy, then the name that
+    sorts first. A node has at most one active Remediation across all policies, and a policy
+    keeps a node it already remediates until that incident ends, except that a cordon-only
+    incident hands its node, still cordoned, to another policy's fault that acts
+    (SupersededByPolicy). The policies that lose a node open no incident on it and show it in
+    their status: `overlappedNodes`, `overlappedBy` and the condition `Overlapping`, whose
+    message names the owners."""
     startup_grace: Duration = durations.format(domain.DEFAULT_STARTUP_GRACE)
     """A node younger than this is not remediated: GPU software takes minutes to come up."""
     faults: list[Fault] = Field(

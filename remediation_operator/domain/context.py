@@ -241,3 +241,15 @@ class Context:
             and node.uncordon_on_release
             and node.quarantined_by == self.policy.name
         )
+
+    def handed_over(self, node: NodeView | None) -> bool:
+        """Another policy's incident left its cordon on the node (it yielded, D76, or stopped
+        before recording it) and the cordon made the node unschedulable: this policy's Cordon
+        takes that quarantine over in one write, and with it the duty to uncordon at the end.
+        Only the owner of the node starts a Cordon there (`engine.ownership`), so no open
+        incident of that other policy still holds it."""
+        return (
+            node is not None
+            and node.uncordon_on_release
+            and node.quarantined_by not in ("", self.policy.name)
+        )

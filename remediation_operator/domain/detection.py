@@ -168,8 +168,10 @@ def release_unrecorded(ctx: Context, focus: frozenset[str] | None) -> None:
     The engine cordons before it writes the Remediation (D14); if the operator stopped in
     between and the fault has cleared since, nothing else would ever undo that cordon. A
     node that still shows a fault keeps its quarantine: `detect` opened (or will open, once
-    a pause, breaker or grace period allows) the Remediation that owns it. The release does
-    not depend on the policy's current mode: the cordon was ours.
+    a pause, breaker or grace period allows) the Remediation that owns it, and so does a node
+    another policy claims (its incident holds the node, or its fault will open one whose
+    cordon takes the quarantine over: a hand-over, D76). The release does not depend on the
+    policy's current mode: the cordon was ours.
     """
     nodes = ctx.snapshot.nodes
     names = nodes if focus is None else [n for n in focus if n in nodes]
@@ -180,6 +182,8 @@ def release_unrecorded(ctx: Context, focus: frozenset[str] | None) -> None:
             continue
         if name in ctx.matches and not policy.deleted:
             continue
+        if name in ctx.snapshot.claimed:
+            continue  # another policy's incident holds it or will take the cordon over (D76)
         if any(s.node == name for s in ctx.changed):
             continue
         if _failed_last(ctx, name):

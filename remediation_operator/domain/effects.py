@@ -23,6 +23,17 @@ class Cordon:
 
 
 @dataclass(frozen=True)
+class Requarantine:
+    """Point our quarantine (taint value, `quarantined-by`) at `fault` of `policy` ("": the
+    incident's own, after it moved onto a more severe fault, D77; another policy's: a
+    hand-over, D76). Nothing else changes; a node without our taint is not touched."""
+
+    node: str
+    policy: str = ""
+    fault: str = ""
+
+
+@dataclass(frozen=True)
 class Release:
     """Remove our taint and do-not-disrupt annotation; uncordon only if `uncordon`."""
 
@@ -106,4 +117,13 @@ class Announce:
     group: str | None = None
 
 
-Effect = Cordon | Release | ProtectFromConsolidation | Evict | RunExecutor | Replace | Announce
+Effect = (
+    Cordon
+    | Requarantine
+    | Release
+    | ProtectFromConsolidation
+    | Evict
+    | RunExecutor
+    | Replace
+    | Announce
+)

@@ -176,3 +176,11 @@ class Snapshot:
     """By node name, for nodes this policy holds an open incident on: the faults of other
     policies that the node shows now (`<policy>/<fault>`), waiting for this incident to end
     (one active incident per node, D61). Shown in the incident's status."""
+    superseding: Mapping[str, str] = field(default_factory=dict)
+    """By node name, for nodes this policy holds an open incident on: the first other policy
+    showing an acting fault there with strong evidence (`<policy>/<fault>`,
+    `engine.ownership.superseding`). An incident whose fault only holds the node yields to it
+    (`SupersededByPolicy`, D76)."""
+    claimed: frozenset[str] = frozenset()
+    """Selected nodes another policy owns and has a claim on now (an open incident, or one of
+    its faults shown): a cordon this policy left there is not released (D76)."""

@@ -10,6 +10,7 @@ a node whose GPU was never reset. Instead, an open incident:
 - moves onto a more severe fault of its policy (an earlier entry of `faults`) that the node
   now shows with strong evidence, between steps, keeping its record: the new ladder resumes
   after the furthest rung already reached, so no disruptive step that succeeded runs again;
+  the quarantine taint's value follows it (`Requarantine`, D77);
 - never moves onto a milder one;
 - counts its own fault present while the condition it opened on stays in the fault status one
   of its rules asserts, whatever the reason says now (strong unless stale; Unknown: weak);
@@ -27,7 +28,7 @@ from dataclasses import replace
 
 from remediation_operator.domain import ladder, matching, messages
 from remediation_operator.domain.context import Context
-from remediation_operator.domain.effects import Severity
+from remediation_operator.domain.effects import Requarantine, Severity
 from remediation_operator.domain.fleet import NodeView
 from remediation_operator.domain.policy import LADDER_ORDER, Action, Fault
 from remediation_operator.domain.reasons import Reason
@@ -81,6 +82,11 @@ def move_onto(
             below = [i for i, s in enumerate(new.ladder) if LADDER_ORDER.index(s.action) <= order]
             at = below[-1] if below else 0
         moved = replace(moved, step_index=at)
+    if state.steps and not state.dry_run:
+        # The quarantine taint's value names the fault the incident follows (D77): the
+        # cordon wrote the first one, so it is pointed at the new one (a node without our
+        # taint is not touched).
+        ctx.mutate(Requarantine(state.node))
     message = messages.fault_worsened(fault.name, new.name, matching.describe(found, ctx.now))
     moved = replace(moved, reason=Reason.FaultWorsened, message=message)
     ctx.announce(moved, Reason.FaultWorsened, message, Severity.Warning)

@@ -29,9 +29,9 @@ from remediation_operator.domain import (
 )
 from remediation_operator.domain.closing import close, ended, give_back, hold
 from remediation_operator.domain.context import Context
-from remediation_operator.domain.effects import Severity
+from remediation_operator.domain.effects import Requarantine, Severity
 from remediation_operator.domain.fleet import NodeView
-from remediation_operator.domain.policy import Action, Fault, OnExhausted, Step
+from remediation_operator.domain.policy import DISRUPTIVE, Action, Fault, OnExhausted, Step
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import (
     ObservedCondition,
@@ -139,6 +139,19 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     if node.excluded or policy.is_paused:
         hold(ctx, state, node)
         return
+    other = ctx.snapshot.superseding.get(node.name)
+    if other is not None and _yields(state, fault):
+        # A cordon-only incident does not keep a more severe fault of another policy waiting
+        # (D76): it ends and gives nothing back; its quarantine marks name that policy, whose
+        # cordon finds the node cordoned and records it as its own.
+        message = messages.superseded(fault.name, other, node.quarantined)
+        policy_to, _, fault_to = other.partition("/")
+        # Before the record: the quarantine is the other policy's from now on (its unrecorded
+        # cordon until its own cordon takes it over), so whatever becomes of this policy
+        # (deleted, its fault gone) nothing here releases it.
+        ctx.undo(Requarantine(node.name, policy=policy_to, fault=fault_to), state)
+        close(ctx, state, Phase.Cancelled, Reason.SupersededByPolicy, message, release=False)
+        return
     # An Enforce incident under a policy switched to DryRun carries on (the `paused` gate
     # starts nothing new): its fault may still clear and its node be given back.
     # Real agents overwrite the reason with the newest finding: the incident follows the most
@@ -149,6 +162,14 @@ def advance(ctx: Context, state: RemediationState, node: NodeView | None) -> Non
     if not rested.terminal and rested.waiting != waiting:
         rested = replace(rested, waiting=waiting)
     ctx.finish(rested)
+
+
+def _yields(state: RemediationState, fault: Fault) -> bool:
+    """The incident only holds its node (its fault's ladder has no disruptive step) and no
+    step is in flight: it may hand the node to another policy's acting fault (D76)."""
+    if any(step.action in DISRUPTIVE for step in fault.ladder):
+        return False
+    return stage.of(state) not in (stage.Stage.Running, stage.Stage.Retrying)
 
 
 def _released(ctx: Context, state: RemediationState, node: NodeView) -> bool:
@@ -243,6 +264,12 @@ def _tolerating(
         if now >= clears:
             message = messages.cleared_while_tolerating(fault.name)
             closed = ended(ctx, state, Phase.Cancelled, Reason.FaultGone, message)
+            if ctx.marked_ours(node) and node.name not in ctx.snapshot.claimed:
+                # Our cordon is on the node though this incident records no step: it went on
+                # before a record whose write failed (D14), or came to this policy in a
+                # hand-over (D76). It comes off with the incident, not a grace period later;
+                # unless another policy claims the node (its fault takes the cordon over).
+                give_back(ctx, closed, uncordon=True)
             ctx.announce(closed, Reason.FaultGone, message)
             return closed, True
         message = messages.flap_absent(fault.name, since, clears, now)

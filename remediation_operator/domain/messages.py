@@ -324,6 +324,20 @@ def fault_worsened(old: str, new: str, evidence: str) -> str:
     )
 
 
+def superseded(fault: str, other: str, cordoned: bool) -> str:
+    """`other` is `<policy>/<fault>`."""
+    policy, _, theirs = other.partition("/")
+    kept = (
+        "the node stays cordoned and passes to that policy's incident"
+        if cordoned
+        else "that policy's incident takes the node"
+    )
+    return (
+        f"Policy {policy} shows fault {theirs} here, whose ladder acts, while {fault} only"
+        f" holds the node; this incident ends and {kept}."
+    )
+
+
 def fault_cleared(fault: str) -> str:
     return f"Fault {fault} is absent; probation begins."
 

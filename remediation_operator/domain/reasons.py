@@ -91,6 +91,10 @@ class Reason(StrEnum):
     """The node still exists but the policy's nodeSelector no longer selects it (relabelled):
     the incident is cancelled and the node given back (our cordon, taint, annotations,
     do-not-disrupt), as for PolicyDeleted (issue 24, D50)."""
+    SupersededByPolicy = "SupersededByPolicy"
+    """The incident's fault only holds the node cordoned, and another policy shows a fault
+    there whose ladder acts: the incident ends without giving anything back and the other
+    policy's incident takes the node, its cordon taking the quarantine over (issue 21, D76)."""
 
     # Policy lifecycle
     PolicyAccepted = "PolicyAccepted"

@@ -66,11 +66,13 @@ def begin(
     already = False
     if action is Action.Cordon:
         # The node's own mark counts: our cordon may have been written before a crash
-        # kept its Remediation from recording it (D14).
+        # kept its Remediation from recording it (D14), or another policy's incident left
+        # it to us (a hand-over, D76: this cordon takes its quarantine over).
         cordoned_by_us = (
             state.cordoned_by_us
             or (not node.unschedulable and not ctx.dry_run)
             or ctx.marked_ours(node)
+            or ctx.handed_over(node)
         )
         already = node.unschedulable and not cordoned_by_us
     again = attempt > 1 and action is state.step

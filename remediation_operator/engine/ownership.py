@@ -13,9 +13,20 @@ other's incident). Every node has at most one owner, decided the same way by eve
    for GPU XIDs, one for a network condition) compose, so the network policy may open its
    incident on a node the GPU policy outranks but has no fault on. One active incident per
    node, not one policy per node.
-3. Among those (all selecting policies when none shows a fault, or without `now`), the
+3. Among those, a policy whose fault acts (its ladder has a disruptive step, and the policy
+   enforces and is not paused) comes before one whose fault only holds the node cordoned
+   (issue 21, D76): the hold would yield to it at once (rule 1's exception below).
+4. Then (and among all selecting policies when none shows a fault, or without `now`) the
    highest `spec.weight`, as Karpenter does for overlapping NodePools; ties go to the older
    policy (creationTimestamp), then to the name in alphabetical order (deterministic).
+
+The exception to rule 1 (D76): an open incident whose fault only holds the node (a cordon-only
+ladder, such as a catch-all's `Hold`) yields its node to another policy that shows an acting
+fault there with strong evidence (`superseding`): it ends `SupersededByPolicy` without giving
+anything back, its quarantine marks pointed at the other policy first (one write), whose
+incident's cordon then finds the node cordoned and records it as its own. A node another
+policy holds or shows a fault on is `claimed`: no policy releases a cordon of its own there
+that no incident of its records (the marks may be its own before the yield is recorded).
 
 Each policy's snapshot lists, in `Snapshot.foreign`, the nodes it selects but does not own,
 with their owner: it opens no incident there and shows the overlap in its status. This is a
@@ -30,7 +41,7 @@ from datetime import UTC, datetime
 
 from remediation_operator.domain import matching
 from remediation_operator.domain.fleet import NodeView
-from remediation_operator.domain.policy import Policy
+from remediation_operator.domain.policy import DISRUPTIVE, Fault, Mode, Policy
 from remediation_operator.engine.node_index import NodeIndex
 
 _YOUNGEST = datetime.max.replace(tzinfo=UTC)
@@ -40,6 +51,17 @@ _YOUNGEST = datetime.max.replace(tzinfo=UTC)
 def rank(policy: Policy) -> tuple[int, datetime, str]:
     """Sort key: the owner of a contested node is the policy with the smallest rank."""
     return (-policy.weight, policy.created_at or _YOUNGEST, policy.name)
+
+
+def acts(policy: Policy, fault: Fault) -> bool:
+    """Whether `fault` of `policy` does more than hold the node cordoned: its ladder has a
+    disruptive step, and the policy enforces, is not paused and is not deleted (D76)."""
+    return (
+        policy.mode is Mode.Enforce
+        and not policy.is_paused
+        and not policy.deleted
+        and any(step.action in DISRUPTIVE for step in fault.ladder)
+    )
 
 
 def selection(policy: Policy, nodes: Mapping[str, NodeView]) -> Mapping[str, NodeView]:
@@ -108,21 +130,27 @@ def foreign(
             live = [p for p in candidates if not p.deleted]
             view = nodes.get(name)
             if now is not None and view is not None:
-                faulty = [p for p in live if _shows_fault(p, view, now)]
-                live = faulty or live
+                found = {p.name: _match(p, view, now) for p in live}
+                faulty = [p for p in live if found[p.name] is not None]
+                acting = [p for p in faulty if _acting(p, found[p.name])]
+                live = acting or faulty or live
             owner = min(live, key=rank, default=policy)
         if owner.name != policy.name:
             out[name] = owner.name
     return out
 
 
-def _shows_fault(policy: Policy, view: NodeView, now: datetime) -> bool:
-    """Whether one of the policy's faults is on the node now (weak evidence included)."""
-    return _fault_of(policy, view, now) is not None
+def _match(policy: Policy, view: NodeView, now: datetime) -> matching.Match | None:
+    """The policy's most severe fault on the node now (weak evidence included)."""
+    return matching.Matcher(policy.faults).match(view, now)
+
+
+def _acting(policy: Policy, found: matching.Match | None) -> bool:
+    return found is not None and acts(policy, found.fault)
 
 
 def _fault_of(policy: Policy, view: NodeView, now: datetime) -> str | None:
-    found = matching.Matcher(policy.faults).match(view, now)
+    found = _match(policy, view, now)
     return None if found is None else found.fault.name
 
 
@@ -153,3 +181,66 @@ def waiting(
         if faults:
             out[name] = tuple(faults)
     return out
+
+
+def superseding(
+    policy: Policy,
+    policies: Iterable[Policy],
+    nodes: Mapping[str, NodeView],
+    open_by_node: Mapping[str, Collection[str]],
+    now: datetime,
+) -> dict[str, str]:
+    """For the nodes `policy` holds an open incident on: the first other policy (by rank)
+    that selects the node and shows an acting fault there with strong evidence, as
+    `<policy>/<fault>`. An incident of `policy` whose own fault only holds the node yields
+    to it (the planner decides, knowing its incident's fault; D76). Only a policy that would
+    open there now counts: not on an excluded node, nor inside its `startupGrace`. (Its own
+    holds, such as a Failed incident on that fault, and its circuit breaker are its planner's
+    to judge: then the node stays cordoned, unowned, while that fault shows.)"""
+    out: dict[str, str] = {}
+    for name, others in contested(policy, policies, nodes, open_by_node).items():
+        holders = open_by_node.get(name, ())
+        if policy.name not in holders:
+            continue
+        view = nodes.get(name)
+        if view is None or view.excluded:
+            continue  # an excluded node opens nothing new: the incident holds it as it is
+        for other in sorted(others, key=rank):
+            if other.name in holders or name not in selection(other, nodes):
+                continue  # it has an incident of its own there (an older revision's leftover)
+            born = view.created_at
+            if born is not None and born > now - other.startup_grace:
+                continue  # the other policy would not open there yet (its startup grace)
+            found = _match(other, view, now)
+            if found is not None and not found.weak and acts(other, found.fault):
+                out[name] = f"{other.name}/{found.fault.name}"
+                break
+    return out
+
+
+def claimed(
+    policy: Policy,
+    policies: Iterable[Policy],
+    nodes: Mapping[str, NodeView],
+    open_by_node: Mapping[str, Collection[str]],
+    now: datetime,
+) -> frozenset[str]:
+    """The nodes `policy` selects that another policy owns and has a claim on now: an open
+    incident there, or one of its faults on the node. A cordon marked as `policy`'s with no
+    incident of `policy` recording it is not released there (D76): the marks were pointed at
+    `policy` by a yield whose record the process died before writing (the other incident is
+    still open), or `policy`'s fault cleared before its incident took the node while the
+    other's still shows (that policy's next incident takes the cordon over). A node another
+    policy owns by rank alone, with nothing to do there, is no claim: an unrecorded cordon of
+    `policy` on it is released as before."""
+    owners = foreign(policy, policies, nodes, open_by_node, now)
+    by_name = {p.name: p for p in policies}
+    out: set[str] = set()
+    for name, owner in owners.items():
+        if owner in open_by_node.get(name, ()):
+            out.add(name)
+            continue
+        holder, view = by_name.get(owner), nodes.get(name)
+        if holder is not None and view is not None and _match(holder, view, now) is not None:
+            out.add(name)
+    return frozenset(out)

@@ -217,6 +217,12 @@ class ClusterPort(Protocol):
         """
         ...
 
+    async def requarantine(self, node: str, fault: str, policy: str) -> None:
+        """On a node carrying our quarantine taint: its value becomes `fault` and
+        `quarantined-by` becomes `policy` (the incident moved onto a more severe fault, D77).
+        Never cordons; a node without our taint is left as it is."""
+        ...
+
     async def release(self, node: str, uncordon: bool) -> None:
         """Remove our taint and annotations (quarantined-by, uncordon-on-release,
         do-not-disrupt, agent request); uncordon if asked."""

@@ -50,6 +50,7 @@ from remediation_operator.domain.effects import (
     ProtectFromConsolidation,
     Release,
     Replace,
+    Requarantine,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import NodeView, Progress, Snapshot, StepObservation
@@ -407,7 +408,10 @@ async def _observe(
 
 
 def _is_cleanup(effect: Effect) -> bool:
-    return isinstance(effect, Release) or (
+    """Effects on what an incident already placed, applied before the state that records
+    them: a release, do-not-disrupt off, and a Requarantine (it re-labels our quarantine,
+    D76/D77; a crash before the record repeats the decision that asked for it)."""
+    return isinstance(effect, Release | Requarantine) or (
         isinstance(effect, ProtectFromConsolidation) and not effect.on
     )
 
@@ -416,6 +420,8 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
     match effect:
         case Cordon(node=node):
             await cluster.cordon(node, fault, policy.name)
+        case Requarantine(node=node, policy=to, fault=theirs):
+            await cluster.requarantine(node, theirs or fault, to or policy.name)
         case Release(node=node, uncordon=uncordon):
             await cluster.release(node, uncordon)
         case ProtectFromConsolidation(node=node, on=on):
@@ -700,6 +706,8 @@ async def reconcile(
     plan: PlanFunction | None = None,
     foreign: Callable[[], Mapping[str, str]] | None = None,
     waiting: Callable[[], Mapping[str, tuple[str, ...]]] | None = None,
+    superseding: Callable[[], Mapping[str, str]] | None = None,
+    claimed: Callable[[], frozenset[str]] | None = None,
 ) -> Reconciled:
     """Reconcile `policy` over `nodes` (every Node the caller knows, by name) at `now`.
 
@@ -707,7 +715,9 @@ async def reconcile(
     the breaker. `plan` replaces the planner (tests of the engine's own guarantees only).
     `foreign`: the selected nodes another policy owns (`engine.ownership.foreign`), asked each
     time a snapshot is taken (None: no other policy). `waiting`: by node this policy holds, the
-    other policies' faults there (`engine.ownership.waiting`), asked likewise.
+    other policies' faults there (`engine.ownership.waiting`), asked likewise; `superseding`
+    and `claimed` (`engine.ownership`, D76): the acting faults a cordon-only incident yields
+    to, and the nodes another policy claims, asked likewise.
     Returns what was done and `next_wake`, the time to call again if no event comes first.
     """
     plan_fn = plan if plan is not None else planner.plan
@@ -770,6 +780,8 @@ async def reconcile(
                 n: view for n in active if n not in selected and (view := nodes.get(n)) is not None
             },
             waiting={} if waiting is None else waiting(),
+            superseding={} if superseding is None else superseding(),
+            claimed=frozenset() if claimed is None else claimed(),
         )
         if plan is None:
             last = planner.plan(snapshot, policy, now, _tally(nodes, policy, version))

@@ -80,6 +80,10 @@ class KubernetesCluster:
             await nodes.cordon(self._client, node, fault, policy, self._node_body(node))
         self._on_cordoned(node, policy)
 
+    async def requarantine(self, node: str, fault: str, policy: str) -> None:
+        async with mapped():
+            await nodes.requarantine(self._client, node, fault, policy)
+
     async def release(self, node: str, uncordon: bool) -> None:
         async with mapped():
             await nodes.release(self._client, node, uncordon)

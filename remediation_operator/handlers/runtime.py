@@ -541,6 +541,12 @@ class Runtime:
                     waiting=lambda: ownership.waiting(
                         policy, self._policies(), self.nodes.views, self._open_by_node(), now
                     ),
+                    superseding=lambda: ownership.superseding(
+                        policy, self._policies(), self.nodes.views, self._open_by_node(), now
+                    ),
+                    claimed=lambda: ownership.claimed(
+                        policy, self._policies(), self.nodes.views, self._open_by_node(), now
+                    ),
                 )
 
         return reconcile

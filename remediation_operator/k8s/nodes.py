@@ -66,6 +66,14 @@ async def _update(
                 raise
 
 
+def _pointed(taints: list[dict[str, Any]], value: str) -> list[dict[str, Any]] | None:
+    """The taint list with our quarantine taint's value set to `value`; None when it carries
+    no taint of ours or already says so."""
+    if all(t.get("value") == value for t in taints if is_ours(t)):
+        return None
+    return [{**t, "value": value} if is_ours(t) else t for t in taints]
+
+
 async def cordon(
     client: Client, node: str, fault: str, policy: str, known: Mapping[str, Any] | None = None
 ) -> None:
@@ -78,21 +86,31 @@ async def cordon(
     same write sets `karpenter.sh/do-not-disrupt` (D56), which the release removes.
     Deciding "we flipped it" here, on the body the resourceVersion precondition pins, is
     exact: an administrator's cordon racing ours makes our write fail with 409 and re-read.
+
+    A node that already carries our quarantine for another policy (whose incident yielded it,
+    D76) is taken over in this one write: `quarantined-by` and the taint's value change to this
+    policy and fault, `uncordon-on-release` stays as the first cordon wrote it, and the node
+    is never schedulable in between.
     """
+    value = fault[:63]
 
     def change(body: dict[str, Any]) -> dict[str, Any] | None:
         taints = _taints(body)
         ours = [t for t in taints if is_ours(t)]
         unschedulable = bool((body.get("spec") or {}).get("unschedulable"))
-        if unschedulable and ours:
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        owner = annotations.get(names.QUARANTINED_BY)
+        pointed = _pointed(taints, value)
+        if unschedulable and ours and owner in (None, "", policy) and pointed is None:
             return None
         spec: dict[str, Any] = {"unschedulable": True}
         if not ours:
-            taint = {"key": names.QUARANTINE_TAINT, "value": fault[:63], "effect": "NoSchedule"}
+            taint = {"key": names.QUARANTINE_TAINT, "value": value, "effect": "NoSchedule"}
             spec["taints"] = [*taints, taint]
-        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        elif pointed is not None:
+            spec["taints"] = pointed
         marks: dict[str, Any] = {}
-        if not annotations.get(names.QUARANTINED_BY):
+        if owner != policy:
             marks[names.QUARANTINED_BY] = policy
         if not unschedulable:
             marks[names.UNCORDON_ON_RELEASE] = "true"
@@ -106,6 +124,28 @@ async def cordon(
         return patch
 
     await _update(client, node, change, known)
+
+
+async def requarantine(client: Client, node: str, fault: str, policy: str) -> None:
+    """Point the quarantine a node carries at the fault its incident follows now (the taint's
+    value, and `quarantined-by`), after the incident moved onto a more severe fault (D58,
+    D77). Cordons nothing: a node without our taint is not written."""
+    value = fault[:63]
+
+    def change(body: dict[str, Any]) -> dict[str, Any] | None:
+        taints = _taints(body)
+        if not any(is_ours(t) for t in taints):
+            return None
+        annotations = (body.get("metadata") or {}).get("annotations") or {}
+        pointed = _pointed(taints, value)
+        patch: dict[str, Any] = {}
+        if pointed is not None:
+            patch["spec"] = {"taints": pointed}
+        if annotations.get(names.QUARANTINED_BY) != policy:
+            patch["metadata"] = {"annotations": {names.QUARANTINED_BY: policy}}
+        return patch or None
+
+    await _update(client, node, change)
 
 
 async def release(client: Client, node: str, uncordon: bool) -> None:

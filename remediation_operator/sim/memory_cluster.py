@@ -541,6 +541,17 @@ class MemoryCluster:
         `reconcile(..., foreign=lambda: cluster.foreign(policy, policies, now))`."""
         return ownership.foreign(policy, policies, self._views, self.open_by_node(), now)
 
+    def superseding(
+        self, policy: Policy, policies: Iterable[Policy], now: datetime
+    ) -> dict[str, str]:
+        """`engine.ownership.superseding` over this cluster, for `reconcile(...,
+        superseding=lambda: cluster.superseding(policy, policies, now))` (D76)."""
+        return ownership.superseding(policy, policies, self._views, self.open_by_node(), now)
+
+    def claimed(self, policy: Policy, policies: Iterable[Policy], now: datetime) -> frozenset[str]:
+        """`engine.ownership.claimed` over this cluster, for `reconcile(..., claimed=...)`."""
+        return ownership.claimed(policy, policies, self._views, self.open_by_node(), now)
+
     def replacement_requested(self, node: str) -> ReplaceProvider | None:
         replacement = self._replacements.get(node)
         return replacement.provider if replacement is not None else None
@@ -632,13 +643,32 @@ class MemoryCluster:
         changed = spec.get("unschedulable") is not True or not any(
             t.get("key") == QUARANTINE for t in taints
         )
-        if changed:
-            annotations.setdefault(QUARANTINED_BY, policy)
-            if spec.get("unschedulable") is not True:
-                annotations[UNCORDON_ON_RELEASE] = "true"
+        if changed and spec.get("unschedulable") is not True:
+            annotations[UNCORDON_ON_RELEASE] = "true"
+        # A quarantine another policy's incident left is taken over (k8s.nodes.cordon, D76).
+        changed = changed or annotations.get(QUARANTINED_BY) != policy
+        changed = changed or any(
+            t.get("key") == QUARANTINE and t.get("value") != fault for t in taints
+        )
+        annotations[QUARANTINED_BY] = policy
         spec["unschedulable"] = True
         spec["taints"] = [t for t in taints if t.get("key") != QUARANTINE] + [ours]
         self._count("cordon", node, changed)
+
+    async def requarantine(self, node: str, fault: str, policy: str) -> None:
+        self._enter("requarantine")
+        obj = self._get(node)
+        spec, annotations = obj["spec"], obj["metadata"]["annotations"]
+        taints: list[dict[str, Any]] = spec.get("taints", [])
+        ours = [t for t in taints if t.get("key") == QUARANTINE]
+        changed = bool(ours) and (
+            annotations.get(QUARANTINED_BY) != policy or any(t.get("value") != fault for t in ours)
+        )
+        if changed:
+            for taint in ours:
+                taint["value"] = fault
+            annotations[QUARANTINED_BY] = policy
+        self._count("requarantine", node, changed)
 
     async def release(self, node: str, uncordon: bool) -> None:
         self._enter("release")

@@ -19,6 +19,7 @@ from remediation_operator.domain.effects import (
     ProtectFromConsolidation,
     Release,
     Replace,
+    Requarantine,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import (
@@ -283,6 +284,8 @@ def describe(effects: tuple[Effect, ...]) -> list[str]:
     for e in effects:
         if isinstance(e, Cordon):
             words.append("Cordon")
+        elif isinstance(e, Requarantine):
+            words.append("Requarantine")
         elif isinstance(e, Release):
             words.append("Release(uncordon)" if e.uncordon else "Release")
         elif isinstance(e, ProtectFromConsolidation):

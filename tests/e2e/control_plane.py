@@ -264,6 +264,15 @@ class AdminClient:
     def get(self, path: str, **params: str) -> Obj:
         return self.request("GET", path, params=params or None)
 
+    def watch(self, path: str, seconds: int, **params: str) -> list[Obj]:
+        """The events of a watch on `path` that the server ends after `seconds` (blocking:
+        run it in a thread to watch while something happens)."""
+        query = urllib.parse.urlencode({**params, "watch": "true", "timeoutSeconds": str(seconds)})
+        headers = {"Accept": "application/json", **self._headers}
+        request = urllib.request.Request(f"{self.server}{path}?{query}", headers=headers)
+        with urllib.request.urlopen(request, context=self.ssl_context, timeout=seconds + 10) as r:
+            return [json.loads(line) for line in r if line.strip()]
+
     def find(self, path: str) -> Obj | None:
         try:
             return self.get(path)

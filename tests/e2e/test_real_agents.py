@@ -2,17 +2,30 @@
 finding overwrite the reason of AcceleratedHardwareReady=False and keeps lastTransitionTime,
 as the EKS node monitoring agent does. A milder reason is no recovery (finding 3); a more
 severe one moves the same incident onto its ladder (finding 6); a Drain does not make the
-evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1)."""
+evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1); an
+agent restart after a failed repair does not give the node back (finding 4); a cordon-only
+incident hands its node to another policy's fault that acts, never schedulable in between
+(finding 7, D76)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 import pytest
 
 from tests.e2e.conftest import E2E_CONFIG, Scenario
 from tests.integration.conftest import eventually, is_cordoned_by_us
-from tests.integration.test_real_agents import CONTACT_SUPPORT, DOUBLE_BIT, RESET, XID, fault
+from tests.integration.test_real_agents import (
+    CONTACT_SUPPORT,
+    DOUBLE_BIT,
+    NETWORK_HOLD,
+    RESET,
+    XID,
+    fault,
+    quarantine_of,
+)
 from tests.integration.test_recovery import stays
 
 
@@ -147,3 +160,73 @@ async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_bac
     validate = [s for s in steps(e2e, node) if s["action"] == "Validate"]
     assert [s.get("outcome") for s in validate] == ["PermanentFailure"]
     assert "Recovered" not in e2e.event_reasons(node, "Node")
+
+
+def watch_node(e2e: Scenario, node: str, since: str, seconds: int) -> list[dict[str, Any]]:
+    """Every version of `node` the API server sends a watch from resourceVersion `since` for
+    `seconds` (blocking: run it in a thread)."""
+    events = e2e.admin.watch(
+        "/api/v1/nodes",
+        seconds,
+        fieldSelector=f"metadata.name={node}",
+        resourceVersion=since,
+    )
+    return [e["object"] for e in events if e.get("type") in ("ADDED", "MODIFIED")]
+
+
+async def test_a_gpu_fault_takes_the_node_from_a_cordon_only_network_incident(
+    scenario: Scenario,
+) -> None:
+    """Finding 7 (D76) on a real kube-apiserver: the heavier network policy only cordons and
+    holds; an XID whose ladder acts appears; the network incident ends SupersededByPolicy
+    and the GPU policy's incident takes the node and its quarantine over. A watch on the node
+    sees no schedulable version of it from the XID on."""
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(e2e.policy("network", weight=10, faults=[NETWORK_HOLD]))
+    e2e.apply(e2e.policy("gpu", faults=[RESET]))
+    await e2e.start_operator()
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {
+        "type": "NetworkingReady",
+        "status": "False",
+        "reason": "InterfaceNotUp",
+        "message": "interface eth1 is not up",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    e2e.admin.patch(
+        f"/api/v1/nodes/{node}/status", {"status": {"conditions": [condition]}}, kind="strategic"
+    )
+    await eventually(
+        lambda: quarantine_of(e2e.node(node)) == ("network", "node-networking"),
+        within=30,
+        what="the network policy's cordon",
+    )
+    await eventually(lambda: e2e.phase(node) == "Waiting", within=30, what="held")
+    since = str((e2e.node(node) or {})["metadata"]["resourceVersion"])
+    watched = asyncio.create_task(asyncio.to_thread(watch_node, e2e, node, since, 25))
+
+    e2e.fleet.inject(node, "xid-62")
+    await eventually(
+        lambda: quarantine_of(e2e.node(node)) == ("gpu", "gpu-xid-reset"),
+        within=30,
+        what="the GPU policy's incident takes the quarantine over",
+    )
+    await eventually(
+        lambda: any(
+            r["spec"]["policyName"] == "gpu" and r.get("status", {}).get("phase") == "Waiting"
+            for r in e2e.remediations(node)
+        ),
+        within=30,
+        what="the GPU incident's cordon recorded",
+    )
+    versions = await watched
+    assert any(quarantine_of(v) == ("gpu", "gpu-xid-reset") for v in versions)
+    schedulable = [v for v in versions if not (v.get("spec") or {}).get("unschedulable")]
+    assert schedulable == [], "the node was schedulable during the hand-over"
+    by_policy = {r["spec"]["policyName"]: r["status"] for r in e2e.remediations(node)}
+    assert by_policy["network"]["reason"] == "SupersededByPolicy"
+    assert by_policy["gpu"]["cordonedByUs"] is True
+    assert "SupersededByPolicy" in e2e.event_reasons(node, "Node")

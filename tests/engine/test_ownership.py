@@ -227,15 +227,32 @@ def test_a_fault_of_another_policy_waits_while_an_incident_runs() -> None:
 
 
 def test_simultaneous_faults_go_by_weight_then_age_then_name() -> None:
+    """Among faults of the same class (here both act), weight, then age, then name."""
     from remediation_operator.domain.fleet import Condition
 
     both = (Condition(XID, "False", "NvidiaXID79Error"), Condition("NetworkingReady", "False"))
     nodes = {"gpu-0": NodeView("gpu-0", labels={"pool": "a"}, conditions=both)}
+    acting = replace(NETWORK, ladder=(Step(Action.Cordon), Step(Action.Drain)))
     gpu = named("gpu", weight=0, minutes=5)
-    network = replace(named("network", weight=0, minutes=1), faults=(NETWORK,))
+    network = replace(named("network", weight=0, minutes=1), faults=(acting,))
     assert ownership.foreign(gpu, [gpu, network], nodes, {}, T0) == {"gpu-0": "network"}
     heavy = replace(gpu, weight=1)
     assert ownership.foreign(network, [heavy, network], nodes, {}, T0) == {"gpu-0": "gpu"}
+
+
+def test_a_fault_that_acts_comes_before_one_that_only_holds() -> None:
+    """D76: a cordon-only fault would yield its node at once to a fault whose ladder acts,
+    so when both appear together the acting one owns the node, whatever the weights."""
+    from remediation_operator.domain.fleet import Condition
+
+    both = (Condition(XID, "False", "NvidiaXID79Error"), Condition("NetworkingReady", "False"))
+    nodes = {"gpu-0": NodeView("gpu-0", labels={"pool": "a"}, conditions=both)}
+    gpu = named("gpu", weight=0)
+    network = replace(named("network", weight=10), faults=(NETWORK,))
+    assert ownership.foreign(network, [gpu, network], nodes, {}, T0) == {"gpu-0": "gpu"}
+    # A policy that would change nothing (paused) does not act: weight decides again.
+    paused = replace(gpu, paused=True)
+    assert ownership.foreign(paused, [paused, network], nodes, {}, T0) == {"gpu-0": "network"}
 
 
 def test_the_running_incident_names_the_faults_that_wait_behind_it() -> None:

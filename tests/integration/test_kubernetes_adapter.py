@@ -123,6 +123,54 @@ async def test_cordon_is_idempotent_and_release_keeps_an_admin_cordon(
         await cluster.cordon("missing", "gpu-xid", "gpu-default")
 
 
+async def test_a_cordon_takes_over_another_policys_quarantine_in_one_write(
+    api: ApiServer, client: Client
+) -> None:
+    """A hand-over (D76): the node stays unschedulable, the marks change owner in the one
+    write, and `uncordon-on-release` stays as the first cordon wrote it."""
+    api.store.create("nodes", node("n1"))
+    cluster = KubernetesCluster(client, NAMESPACE)
+    await cluster.cordon("n1", "node-networking", "network")
+    before = writes(api, "nodes")
+
+    await cluster.cordon("n1", "gpu-xid", "gpu-default")
+    assert writes(api, "nodes") == before + 1
+    got = api.store.get("nodes", "n1")
+    assert got["spec"]["unschedulable"] is True
+    ours = [t for t in got["spec"]["taints"] if t["key"] == QUARANTINE]
+    assert ours == [{"key": QUARANTINE, "value": "gpu-xid", "effect": "NoSchedule"}]
+    annotations = got["metadata"]["annotations"]
+    assert annotations["remediation.gpuops.io/quarantined-by"] == "gpu-default"
+    assert annotations["remediation.gpuops.io/uncordon-on-release"] == "true"
+
+
+async def test_requarantine_points_the_taint_at_the_new_fault_and_never_cordons(
+    api: ApiServer, client: Client
+) -> None:
+    """D77: after FaultWorsened the taint's value names the fault followed now."""
+    api.store.create("nodes", node("n1", taints=[{"key": "other", "effect": "NoExecute"}]))
+    api.store.create("nodes", node("n2"))
+    cluster = KubernetesCluster(client, NAMESPACE)
+    await cluster.cordon("n1", "gpu-xid-reset", "gpu-default")
+
+    await cluster.requarantine("n1", "gpu-contact-support", "gpu-default")
+    got = api.store.get("nodes", "n1")
+    assert got["spec"]["taints"] == [
+        {"key": "other", "effect": "NoExecute"},
+        {"key": QUARANTINE, "value": "gpu-contact-support", "effect": "NoSchedule"},
+    ]
+    assert got["spec"]["unschedulable"] is True
+    before = writes(api, "nodes")
+    await cluster.requarantine("n1", "gpu-contact-support", "gpu-default")
+    assert writes(api, "nodes") == before  # already so: nothing written
+
+    await cluster.requarantine("n2", "gpu-contact-support", "gpu-default")
+    got = api.store.get("nodes", "n2")
+    assert not got["spec"].get("unschedulable")
+    assert not got["spec"].get("taints")
+    assert writes(api, "nodes") == before
+
+
 async def test_drain_skips_daemonset_mirror_and_finished_pods_and_reports_a_pdb(
     api: ApiServer, client: Client
 ) -> None:

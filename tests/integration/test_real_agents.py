@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from remediation_emulator.watch import Watcher
 from tests.integration.conftest import (
     CONFIG,
+    QUARANTINE,
     Cluster,
     eventually,
     is_cordoned_by_us,
@@ -24,6 +26,7 @@ from tests.integration.test_recovery import stays
 pytestmark = pytest.mark.integration
 
 XID = "AcceleratedHardwareReady"
+QUARANTINED_BY = "remediation.gpuops.io/quarantined-by"
 
 
 def fault(name: str, reasons: str, ladder: list[dict[str, Any]]) -> dict[str, Any]:
@@ -204,7 +207,11 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
                 "name": "node-networking",
                 "match": [{"type": "NetworkingReady", "status": "False"}],
                 "tolerate": "0s",
-                "ladder": [{"action": "Cordon"}],
+                # A ladder that acts (a cordon-only one would yield to the GPU fault, D76).
+                "ladder": [
+                    {"action": "Cordon", "escalateAfter": "1h"},
+                    {"action": "Drain", "timeout": "60s"},
+                ],
                 "onExhausted": "Hold",
             }
         ],
@@ -219,6 +226,7 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
     assert [r["spec"]["policyName"] for r in remediations] == ["network"]
 
     # While the network incident runs, the GPU policy's fault on that node waits.
+    await eventually(lambda: cluster.phase(node) == "Waiting", what="waiting after the cordon")
     cluster.fleet.inject(node, "xid-62")
     await stays(
         lambda: {r["spec"]["policyName"] for r in cluster.remediations(node)} == {"network"},
@@ -238,6 +246,158 @@ async def test_policies_split_by_fault_domain_compose(cluster: Cluster) -> None:
         ),
         what="the network incident names the GPU fault waiting behind it",
     )
+
+
+NETWORK_HOLD = {
+    "name": "node-networking",
+    "match": [{"type": "NetworkingReady", "status": "False"}],
+    "tolerate": "0s",
+    "ladder": [{"action": "Cordon"}],
+    "onExhausted": "Hold",
+}
+
+
+def quarantine_of(node: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    """(quarantined-by, our taint's value) on the node."""
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    taints = ((node or {}).get("spec") or {}).get("taints") or []
+    values = [t.get("value") for t in taints if t.get("key") == QUARANTINE]
+    return annotations.get(QUARANTINED_BY), values[0] if values else None
+
+
+def node_versions(watcher: Watcher) -> list[dict[str, Any]]:
+    """Every version of the node the watch saw, in order."""
+    seen = []
+    while not watcher.queue.empty():
+        item = watcher.queue.get_nowait()
+        if item is None:
+            break
+        seen.append(item[1])
+    return seen
+
+
+async def test_a_gpu_fault_takes_the_node_from_a_cordon_only_network_incident(
+    cluster: Cluster,
+) -> None:
+    """Finding 7's last clause (D76): the network policy (heavier) only cordons and holds;
+    an XID whose ladder acts appeared on the node it held. Before D76 the XID waited behind
+    the hold for as long as the network fault lasted. Now the network incident ends
+    `SupersededByPolicy` without an uncordon, and the GPU policy's incident takes the node
+    and the quarantine over; the node is never schedulable in between."""
+    node = cluster.node_names()[0]
+    cluster.apply(policy("network", weight=10, faults=[NETWORK_HOLD]))
+    cluster.apply(policy("gpu", faults=[RESET]))
+    await cluster.start_operator()
+
+    network_fault(cluster, node)
+    await eventually(
+        lambda: quarantine_of(cluster.node(node)) == ("network", "node-networking"),
+        what="the network policy's cordon",
+    )
+    await eventually(lambda: cluster.phase(node) == "Waiting", what="held after the cordon")
+    watcher = cluster.api.store.raw.watch("nodes", field_selector=f"metadata.name={node}")
+    try:
+        cluster.fleet.inject(node, "xid-62")
+        await eventually(
+            lambda: quarantine_of(cluster.node(node)) == ("gpu", "gpu-xid-reset"),
+            what="the GPU policy's incident takes the quarantine over",
+        )
+        await eventually(
+            lambda: any(
+                r["spec"]["policyName"] == "gpu" and r.get("status", {}).get("phase") == "Waiting"
+                for r in cluster.remediations(node)
+            ),
+            what="the GPU incident's cordon recorded",
+        )
+    finally:
+        cluster.api.store.raw.unwatch("nodes", watcher)
+    versions = node_versions(watcher)
+    assert any(quarantine_of(v) == ("gpu", "gpu-xid-reset") for v in versions)
+    schedulable = [v for v in versions if not v["spec"].get("unschedulable")]
+    assert schedulable == [], "the node was schedulable during the hand-over"
+
+    by_policy = {r["spec"]["policyName"]: r["status"] for r in cluster.remediations(node)}
+    assert by_policy["network"]["phase"] == "Cancelled"
+    assert by_policy["network"]["reason"] == "SupersededByPolicy"
+    assert "gpu-xid-reset" in by_policy["network"]["message"]
+    assert by_policy["gpu"]["cordonedByUs"] is True, "the cordon it took over is its to undo"
+    assert "SupersededByPolicy" in cluster.event_reasons(node, "Node")
+    annotations = (cluster.node(node) or {})["metadata"]["annotations"]
+    assert annotations["remediation.gpuops.io/uncordon-on-release"] == "true"
+
+
+async def test_the_quarantine_taint_names_the_fault_the_incident_follows(
+    cluster: Cluster,
+) -> None:
+    """D77: after a switch of fault (D58, FaultWorsened) the taint named the first fault."""
+    node = cluster.node_names()[0]
+    holding = fault(
+        "gpu-contact-support",
+        "NvidiaXID54Error",
+        [
+            {"action": "Cordon", "escalateAfter": "1h"},
+            {"action": "Drain", "timeout": "60s"},
+            {"action": "Replace", "timeout": "60s"},
+        ],
+    )
+    cluster.apply(policy(faults=[holding, RESET]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+    await eventually(lambda: cluster.phase(node) == "Waiting", what="waiting after the cordon")
+    assert quarantine_of(cluster.node(node)) == ("gpu", "gpu-xid-reset")
+
+    cluster.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: quarantine_of(cluster.node(node)) == ("gpu", "gpu-contact-support"),
+        what="the taint names the more severe fault",
+    )
+    status = (cluster.remediation(node) or {})["status"]
+    assert status["fault"] == "gpu-contact-support"
+    assert "FaultWorsened" in cluster.event_reasons(node, "Node")
+    assert is_cordoned_by_us(cluster.node(node))
+
+
+async def test_a_severe_fault_on_a_node_the_catch_all_holds_is_acted_on(
+    cluster: Cluster,
+) -> None:
+    """Finding 6, second sentence, within one policy (D58): the catch-all (cordon and hold)
+    holds the node for an XID it does not know; XID 54 follows on the same condition. The
+    same Remediation moves onto the replace ladder and acts; the taint names it (D77)."""
+    node = cluster.node_names()[0]
+    catch_all = {
+        **fault("gpu-unknown-reason", "NvidiaXID[0-9]+Error", [{"action": "Cordon"}]),
+        "onExhausted": "Hold",
+    }
+    cluster.apply(policy(faults=[CONTACT_SUPPORT, catch_all]))
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-119")
+    await eventually(
+        lambda: (
+            (cluster.remediation(node) or {}).get("status", {}).get("reason") == "LadderExhausted"
+        ),
+        what="the catch-all holds the node",
+    )
+    assert quarantine_of(cluster.node(node)) == ("gpu", "gpu-unknown-reason")
+    name = (cluster.remediation(node) or {})["metadata"]["name"]
+
+    cluster.fleet.inject(node, "xid-54")
+    await eventually(
+        lambda: quarantine_of(cluster.node(node)) == ("gpu", "gpu-contact-support"),
+        what="the taint names the fault the incident follows",
+    )
+    await eventually(
+        lambda: any(
+            s["action"] == "Drain"
+            for s in (cluster.remediation(node) or {}).get("status", {}).get("steps", [])
+        ),
+        within=30,
+        what="the replace ladder acts",
+    )
+    assert [r["metadata"]["name"] for r in cluster.remediations(node)] == [name]
+    assert (cluster.remediation(node) or {})["status"]["fault"] == "gpu-contact-support"
+    assert "FaultWorsened" in cluster.event_reasons(node, "Node")
 
 
 @pytest.mark.fleet(config=CONFIG.with_(agent="eks", heartbeat_period=300.0))

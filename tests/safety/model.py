@@ -24,6 +24,7 @@ from remediation_operator.domain.gates import REPAIRS
 from remediation_operator.domain.policy import DISRUPTIVE, Action, Mode, OnExhausted, Policy
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, Phase, RemediationState, StepRecord
+from remediation_operator.engine.ports import RemediationRecord
 from remediation_operator.engine.reconciler import APPROVE_ANNOTATION
 from remediation_operator.sim.memory_cluster import (
     AGENT_REQUEST,
@@ -155,6 +156,9 @@ class Tracking:
     """Node -> its administrator uncordons when our quarantine taint last appeared on it."""
     tainted: set[str] = field(default_factory=set)
     """Nodes carrying our quarantine taint after the last reconcile."""
+    handing_over: dict[str, int] = field(default_factory=dict)
+    """Node -> its administrator uncordons when a cordon-only incident on it yielded to
+    another policy (SupersededByPolicy, D76), until that policy's incident cordoned it."""
 
 
 def _key(record: StepRecord) -> tuple[object, ...]:
@@ -719,6 +723,7 @@ class SafetyModel(RuleBasedStateMachine):
                         f"Remediation {name} ended {state.phase}/{state.reason} ({state.message!r})"
                         f" though no administrator uncordoned node {state.node} since our cordon",
                     )
+        self.check_handover(records)
         for node_name in NODES:
             if self.cluster.has_node(node_name) and self._tainted(node_name):
                 if node_name not in self.track.tainted:
@@ -755,6 +760,43 @@ class SafetyModel(RuleBasedStateMachine):
                     f"Remediation {holder.name} forced pods {missing} past their PDB but"
                     f" its status does not name them: {status_text(holder)!r}",
                 )
+
+    def check_handover(self, records: Mapping[str, RemediationRecord]) -> None:
+        """`handover`: no uncordon during a hand-over (D76). A cordon-only incident that
+        yields its node to another policy leaves it cordoned and tainted, and the node stays
+        unschedulable until the other policy's incident has cordoned it (taking the
+        quarantine over), unless an administrator uncordoned it, the fault cleared or the
+        node went away."""
+        cluster, track = self.cluster, self.track
+        for state in (r.state for r in records.values()):
+            if state.reason is not Reason.SupersededByPolicy or state.node in track.handing_over:
+                continue
+            if state.finished_at != cluster.now or state.node not in track.tainted:
+                continue  # ended earlier, or it had not cordoned: nothing to hand over
+            track.handing_over[state.node] = self.nodes[state.node].uncordons
+        for name, uncordons in list(track.handing_over.items()):
+            model = self.nodes[name]
+            if not cluster.has_node(name) or model.uncordons != uncordons or not model.faulty:
+                del track.handing_over[name]
+                continue
+            taken = any(
+                not r.state.terminal
+                and any(
+                    s.action is Action.Cordon and s.outcome is Outcome.Succeeded
+                    for s in r.state.steps
+                )
+                for r in cluster.remediations()
+                if r.state.node == name
+            )
+            obj = cluster.node(name)
+            if not obj["spec"].get("unschedulable") or not self._tainted(name):
+                self.violated(
+                    "handover",
+                    f"node {name} was made schedulable or lost our taint while a cordon-only"
+                    " incident handed it to another policy's incident",
+                )
+            if taken:
+                del track.handing_over[name]
 
     def check_opened(self, config: PolicyConfig, policy: Policy, state: RemediationState) -> None:
         node = self.nodes[state.node]

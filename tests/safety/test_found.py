@@ -302,3 +302,27 @@ def test_an_agent_that_restarts_mid_ladder_keeps_the_invariants() -> None:
         model.fault(name="n0", cure=Action.Reboot)
         model.wait(600)
         model.wait(600)
+
+
+def test_a_cordon_only_incident_hands_its_node_over_without_an_uncordon() -> None:
+    """[handover], [cleanup], [one-owner] (issue 21, D76), written from the finding: alpha
+    only cordons and holds n0; beta's ladder is edited to act on the same fault, so alpha's
+    incident yields the node to beta's. The node must stay cordoned throughout, then end
+    with nothing of ours on it once beta's incident is over. Also killed mid-hand-over."""
+    with world(ladder="cordon", beta=-1) as model:
+        model.edit_ladder(policy="beta", ladder="cordon")
+        model.fault(name="n0", cure=Action.Reboot)
+        model.wait(60)
+        model.edit_ladder(policy="beta", ladder="reboot")
+        model.wait(60)
+        reasons = [r.state.reason.value for r in model.cluster.remediations("alpha")]
+        reasons += [r.state.reason.value for r in model.cluster.remediations("beta")]
+        assert "SupersededByPolicy" in reasons, reasons
+        model.wait(600)
+    with world(ladder="cordon", beta=-1) as model:
+        model.edit_ladder(policy="beta", ladder="cordon")
+        model.fault(name="n0", cure=None)
+        model.wait(60)
+        model.crash(writes=1)
+        model.edit_ladder(policy="beta", ladder="replace")
+        model.wait(600)

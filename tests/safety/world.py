@@ -290,6 +290,7 @@ def _accepts(name: str) -> bool:
 WRITES = frozenset(
     {
         "cordon",
+        "requarantine",
         "release",
         "protect_from_consolidation",
         "evict",
@@ -362,6 +363,12 @@ class Operator:
                 if aware
                 else self.cluster.foreign(policy, everyone)
             )
+            if aware and _accepts("superseding") and hasattr(self.cluster, "superseding"):
+                # A cordon-only incident yields to another policy's acting fault (D76).
+                kwargs["superseding"] = lambda: self.cluster.superseding(
+                    policy, everyone, self.cluster.now
+                )
+                kwargs["claimed"] = lambda: self.cluster.claimed(policy, everyone, self.cluster.now)
         ports = self.cluster.ports(self.recorder)
         if self.kill_after is not None:
             ports = Ports(
