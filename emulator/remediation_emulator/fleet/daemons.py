@@ -10,13 +10,15 @@ detecting again a fault that is still there (aws/eks-node-monitoring-agent
 `pkg/manager/node_exporter.go`), node-problem-detector replaying only its `lookback` of the
 kernel log (kubernetes/node-problem-detector `logwatchers/kmsg/log_watcher_linux.go`).
 
-Neither the emulator nor a bare kube-apiserver runs a DaemonSet controller, so this plays it
-for those DaemonSets only: one pod per node the fleet owns; when a pod is gone (deleted and
-removed by the kubelet after its grace period) a new one is created on the node and the
-node's agent model is told that process restarted (`NodeAgent.restart_device_plugin`,
-`restart_agent`). The kubelet then runs it (Running and Ready). The device plugin's pod is
-not put back on a node labelled `nvidia.com/gpu.deploy.device-plugin=false`: the GPU
-Operator's stop label is the node program's to play (`node_program.place_device_plugin`).
+The emulator runs no DaemonSet controller, so this plays it for those DaemonSets only: one
+pod per node the fleet owns; when a pod is gone (deleted and removed by the kubelet after its
+grace period) a new one is created on the node. On a real control plane (`job_controller`:
+kube-controller-manager runs) its DaemonSet controller does that instead. Either way, a pod
+of the daemon appearing on a node that ran one before is a new process, and the node's agent
+model is told so (`NodeAgent.restart_device_plugin`, `restart_agent`). The kubelet then runs
+it (Running and Ready). The device plugin's pod is not put back on a node labelled
+`nvidia.com/gpu.deploy.device-plugin=false`: the GPU Operator's stop label is the node
+program's to play (`node_program.place_device_plugin`).
 
 Which pods: the device plugin as the GPU Operator names it (`app=nvidia-device-plugin-
 daemonset` in the fleet's device-plugin namespace, gpu-operator/assets/state-device-plugin/
@@ -170,7 +172,8 @@ class NodeDaemons:
         self._owners: dict[str, Obj] = {}
         self._by_node: dict[str, ByNode] = {kind: ByNode() for kind in self._daemons}
         self._placed: set[tuple[str, str]] = set()
-        """(node, kind) that had a pod of the daemon: a pod created there again is a restart."""
+        """(node, kind) that had a pod of the daemon: a pod appearing there again is a new
+        process of it."""
         self.restarts: dict[tuple[str, str], int] = {}
         """By (node, daemon kind): how many of its pods there were replaced."""
         pods.subscribe(self._on_pod)
@@ -183,7 +186,13 @@ class NodeDaemons:
                 continue
             node = ((new or {}).get("spec") or {}).get("nodeName")
             self._by_node[kind].place(key, node)
-            if node:
+            if node and old is None:
+                if (node, kind) in self._placed:
+                    # A new pod where one ran before: a new process (whoever created it: this
+                    # controller, or a real DaemonSet controller on a real control plane).
+                    self.restarts[(node, kind)] = self.restarts.get((node, kind), 0) + 1
+                    log.info("daemons: %s restarted on %s", daemon.name, node)
+                    daemon.restarted(self._agent, node)
                 self._placed.add((node, kind))
             if new is None and old is not None:
                 gone_from = (old.get("spec") or {}).get("nodeName")
@@ -221,6 +230,8 @@ class NodeDaemons:
             )
 
     async def _reconcile(self, key: str) -> float | None:
+        if self._config.job_controller:
+            return None  # a real kube-controller-manager runs the DaemonSet controller
         kind, _, name = key.partition(":")
         daemon, owner = self._daemons[kind], self._owners.get(kind)
         node = self._nodes.get(name)
@@ -231,19 +242,10 @@ class NodeDaemons:
             return None  # the GPU Operator keeps it off this node (the node program's part)
         if self._by_node[kind].on(name):
             return None
-        # A node that ran the daemon before gets a replacement: a new process (a first pod is
-        # the builder's, or placed here when the node appears).
-        replaced = (name, kind) in self._placed
         try:
             body = pod(daemon, owner, name)
             await self._client.create(resources.PODS, body, namespace=daemon.namespace)
         except ApiError as error:
             if error.status != 404:  # the node's namespace went away: nothing to run there
                 raise
-            return None
-        self._placed.add((name, kind))
-        if replaced:
-            self.restarts[(name, kind)] = self.restarts.get((name, kind), 0) + 1
-            log.info("daemons: %s restarted on %s", daemon.name, name)
-            daemon.restarted(self._agent, name)
-        return None
+        return None  # the new process starts when the watch shows its pod (`_on_pod`)
