@@ -184,7 +184,10 @@ async def test_a_reset_that_worked_is_verified_and_the_node_recovers_without_a_r
             validation={
                 "after": ["GPUReset", "Reboot"],
                 "timeout": "90s",
-                "restartPods": [VERIFY_EKS_AGENT, VERIFY_DEVICE_PLUGIN],
+                "restartPods": [
+                    VERIFY_EKS_AGENT,
+                    {**VERIFY_DEVICE_PLUGIN, "namespace": e2e.shape.device_plugin_namespace},
+                ],
             },
         )
     )

@@ -118,6 +118,7 @@ def daemonset(daemon: Daemon) -> Obj:
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.present": "true"},
                     "tolerations": [{"operator": "Exists"}],
                     "containers": [{"name": daemon.name, "image": daemon.image}],
                 },
@@ -184,9 +185,12 @@ class NodeDaemons:
             body = new or old
             if body is None or not daemon.selects(body):
                 continue
+            if new is not None and _unbound_for(new) is not None:
+                self.controller.enqueue(BIND_PREFIX + key)
             node = ((new or {}).get("spec") or {}).get("nodeName")
             self._by_node[kind].place(key, node)
-            if node and old is None:
+            was = ((old or {}).get("spec") or {}).get("nodeName")
+            if node and not was:  # created on the node, or bound to it (a new process)
                 if (node, kind) in self._placed:
                     # A new pod where one ran before: a new process (whoever created it: this
                     # controller, or a real DaemonSet controller on a real control plane).
@@ -230,6 +234,9 @@ class NodeDaemons:
             )
 
     async def _reconcile(self, key: str) -> float | None:
+        if key.startswith(BIND_PREFIX):
+            await self._bind(key[len(BIND_PREFIX) :])
+            return None
         if self._config.job_controller:
             return None  # a real kube-controller-manager runs the DaemonSet controller
         kind, _, name = key.partition(":")
@@ -249,3 +256,54 @@ class NodeDaemons:
             if error.status != 404:  # the node's namespace went away: nothing to run there
                 raise
         return None  # the new process starts when the watch shows its pod (`_on_pod`)
+
+    async def _bind(self, key: str) -> None:
+        """Play the scheduler for a DaemonSet pod of ours that the real DaemonSet controller
+        created (it pins the pod to its node by node affinity and leaves the binding to
+        kube-scheduler, which the e2e control plane does not run)."""
+        found = self._pods.get(key)
+        node = _unbound_for(found) if found is not None else None
+        if found is None or node is None:
+            return
+        owned = self._nodes.get(node)
+        if owned is None or not self._config.owns(owned):
+            return
+        meta = found["metadata"]
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            await self._client.create(
+                resources.PODS,
+                binding,
+                namespace=meta["namespace"],
+                name=meta["name"],
+                subresource="binding",
+            )
+        except ApiError as error:
+            if error.status not in (404, 409):  # gone, or bound meanwhile
+                raise
+
+
+BIND_PREFIX = "bind:"
+"""Work-queue keys of pods to bind are `bind:<namespace>/<name>`."""
+
+
+def _unbound_for(pod: Obj) -> str | None:
+    """The node an unbound pod is pinned to by `metadata.name` node affinity, as the
+    DaemonSet controller writes it (None: bound already, or not so pinned)."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            values = field.get("values") or []
+            if field.get("key") == "metadata.name" and len(values) == 1:
+                return str(values[0])
+    return None
