@@ -8,12 +8,14 @@ shows the fault and the node advertises fewer GPUs than it has: read as they are
 reset would look failed. So when a repair the policy validates succeeded and the policy
 names such pods (`validation.restartPods`), a RestartPods step comes first:
 
-- it deletes those pods on the node (plain delete: DaemonSet pods, recreated there) that were
-  created before the step started (`RestartNodePods.created_before`, whole seconds: the API's
-  creationTimestamp has one-second resolution), so a repeat after a crash deletes nothing new;
-- it waits, bounded by `validation.timeout`, until every entry that had a pod on the node has
-  one created since, Running and Ready (an entry with no pod there at all, e.g. the EKS agent
-  on a cluster that runs node-problem-detector, has nothing to restart);
+- its first look lists those pods on the node and the step records them (`remember`,
+  `StepRecord.restarted`); then it deletes them (plain delete: DaemonSet pods, recreated
+  there), only those created before the step started (`RestartNodePods.created_before`, whole
+  seconds: the API's creationTimestamp has one-second resolution), so a repeat after a crash
+  deletes nothing new;
+- it waits, bounded by `validation.timeout`, until every entry that had a pod on the node (or
+  has one now) has one created since, Running and Ready (an entry with no pod there at all,
+  e.g. the EKS agent on a cluster that runs node-problem-detector, has nothing to restart);
 - then the validation runs. Pods not back in time give no verdict (`NodePodsNotBack`): the
   node is held, as a validation that could not run is (D53), nothing climbs.
 
