@@ -9,9 +9,10 @@ and the clean-up of what an earlier Enforce incident did (`Release`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
-from remediation_operator.domain.policy import Action, PodRule, ReplaceProvider
+from remediation_operator.domain.policy import Action, PodRule, ReplaceProvider, RestartTarget
 from remediation_operator.domain.reasons import Reason
 
 
@@ -88,6 +89,27 @@ class RunExecutor:
 
 
 @dataclass(frozen=True)
+class RestartNodePods:
+    """Delete (a plain delete, not an eviction: their DaemonSet recreates them) the pods on
+    the node that `targets` select and that were created before `created_before`, the
+    instant the RestartPods step started. A pod created since is never deleted, so applying
+    this again after a crash restarts nothing twice (D71)."""
+
+    node: str
+    targets: tuple[RestartTarget, ...]
+    created_before: datetime
+
+    @classmethod
+    def started(
+        cls, node: str, targets: tuple[RestartTarget, ...], started_at: datetime
+    ) -> RestartNodePods:
+        """The restart of a step started at `started_at`, in whole seconds: the API's
+        creationTimestamp has one-second resolution, so a pod recreated within the second
+        the step started reads as created at that second, never before it."""
+        return cls(node, targets, started_at.replace(microsecond=0))
+
+
+@dataclass(frozen=True)
 class Replace:
     """Give the node back: delete its NodeClaim (Karpenter), the Node, or ask a human (Manual)."""
 
@@ -124,6 +146,7 @@ Effect = (
     | ProtectFromConsolidation
     | Evict
     | RunExecutor
+    | RestartNodePods
     | Replace
     | Announce
 )

@@ -5,7 +5,8 @@ severe one moves the same incident onto its ladder (finding 6); a Drain does not
 evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1); an
 agent restart after a failed repair does not give the node back (finding 4); a cordon-only
 incident hands its node to another policy's fault that acts, never schedulable in between
-(finding 7, D76)."""
+(finding 7, D76); a reset that worked is verified by restarting the agent and the device plugin
+(findings 2, 5, D71)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from tests.integration.test_real_agents import (
     quarantine_of,
 )
 from tests.integration.test_recovery import stays
+from tests.integration.test_verification import DEVICE_PLUGIN as VERIFY_DEVICE_PLUGIN
+from tests.integration.test_verification import EKS_AGENT as VERIFY_EKS_AGENT
 
 
 def steps(e2e: Scenario, node: str) -> list[dict[str, object]]:
@@ -230,3 +233,58 @@ async def test_a_gpu_fault_takes_the_node_from_a_cordon_only_network_incident(
     assert by_policy["network"]["reason"] == "SupersededByPolicy"
     assert by_policy["gpu"]["cordonedByUs"] is True
     assert "SupersededByPolicy" in e2e.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(
+    config=E2E_CONFIG.with_(
+        agent="eks", device_plugin_marks=True, reset_clears=1.0, heartbeat_period=300.0
+    )
+)
+async def test_a_reset_that_worked_is_verified_and_the_node_recovers_without_a_reboot(
+    scenario: Scenario,
+) -> None:
+    """Findings 2 and 5 (D71) on a real kube-apiserver, whose kube-controller-manager runs the
+    DaemonSet controller that recreates the pods the operator deletes: the EKS agent (sticky)
+    and the device plugin (7 of 8 GPUs) are restarted after the reset, the validation passes,
+    the agent's fresh report is healthy, every GPU is advertised: Recovered, no Reboot."""
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(
+        e2e.policy(
+            faults=[
+                fault(
+                    "gpu-double-bit-ecc",
+                    "NvidiaDoubleBitError",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "30s", "escalateAfter": "0s"},
+                        {"action": "Reboot", "timeout": "60s"},
+                        {"action": "Replace", "timeout": "60s"},
+                    ],
+                )
+            ],
+            validation={
+                "after": ["GPUReset", "Reboot"],
+                "timeout": "90s",
+                "restartPods": [
+                    VERIFY_EKS_AGENT,
+                    {**VERIFY_DEVICE_PLUGIN, "namespace": e2e.shape.device_plugin_namespace},
+                ],
+            },
+        )
+    )
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-48")
+    await eventually(
+        lambda: (e2e.remediation(node) or {}).get("status", {}).get("reason") == "Recovered",
+        within=120,
+        what="recovered after the verified reset",
+    )
+    actions = [s["action"] for s in steps(e2e, node)]
+    assert actions == ["Cordon", "Drain", "GPUReset", "RestartPods", "Validate"]
+    gpus = (e2e.node(node) or {})["status"]["allocatable"]["nvidia.com/gpu"]
+    assert gpus == "8"
+    assert not is_cordoned_by_us(e2e.node(node))
+    assert "GPUsNotAdvertised" not in e2e.event_reasons(node, "Node")
