@@ -86,12 +86,12 @@ class FleetConfig:
     node_program: bool = False
     """Executor Jobs whose container runs `remediation-operator node ...` run that program,
     against a fake GPU node per node (`node_program.py`), instead of being pretended."""
-    agent: str = "kind"
-    """How the node agent reports: `kind` (the condition follows the hardware: a repair that
-    worked clears it) or `eks` (the EKS node monitoring agent: sticky until the agent restarts,
-    the newest finding's reason, messages appended) or `npd` (node-problem-detector's kernel
-    monitor: `GPUProblem` True, sticky until NPD restarts, which replays only `npd_lookback`;
-    docs/emulator.md)."""
+    agent: str = "eks"
+    """How the node agent reports: `eks` (the default: the EKS node monitoring agent, sticky
+    until the agent restarts, the newest finding's reason, messages appended, a 15 s report
+    tick) or `npd` (node-problem-detector's kernel monitor: `GPUProblem` True, sticky until
+    NPD restarts, which replays only `npd_lookback`) or `kind` (a kinder agent for demos: the
+    condition follows the hardware, a repair that worked clears it at once; docs/emulator.md)."""
     npd_lookback: float = 300.0
     """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
     device_plugin_marks: bool = False

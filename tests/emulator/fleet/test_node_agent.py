@@ -36,8 +36,9 @@ async def annotate(client: KubeClient, node: str, **values: str | None) -> None:
 
 
 async def test_an_annotation_injects_a_fault_and_is_removed_once_applied(
-    api: ApiServer, gpus: Fleet, admin: KubeClient
+    api: ApiServer, kind_gpus: Fleet, admin: KubeClient
 ) -> None:
+    # the kind agent: a repair or a clear shows healthy at once (the real ones are sticky)
     await annotate(admin, "gpu-0001", inject="xid-48")
     shown = await eventually(
         lambda: (
@@ -111,8 +112,9 @@ async def test_a_silent_agent_stops_heartbeating_its_conditions(
     assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["lastHeartbeatTime"] == before
 
 
-async def test_a_transient_fault_clears_by_itself(api: ApiServer, gpus: Fleet) -> None:
-    gpus.inject("gpu-0001", "transient")
+async def test_a_transient_fault_clears_by_itself(api: ApiServer, kind_gpus: Fleet) -> None:
+    # the kind agent: a transient fault's condition clears with it (the real ones are sticky)
+    kind_gpus.inject("gpu-0001", "transient")
     await eventually(
         lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["reason"] == "DCGMError",
         what="transient fault shown",
@@ -125,9 +127,10 @@ async def test_a_transient_fault_clears_by_itself(api: ApiServer, gpus: Fleet) -
 
 
 async def test_agent_request_gpu_reset_is_acknowledged_and_clears_the_fault(
-    api: ApiServer, gpus: Fleet, admin: KubeClient
+    api: ApiServer, kind_gpus: Fleet, admin: KubeClient
 ) -> None:
-    gpus.inject("gpu-0001", "xid-62")
+    # the kind agent: it carries out a GPUReset request and shows healthy at once
+    kind_gpus.inject("gpu-0001", "xid-62")
     await eventually(
         lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False",
         what="fault shown",
