@@ -19,7 +19,9 @@ from tests.integration.conftest import CONFIG, NAMESPACE, Cluster, eventually, p
 
 pytestmark = pytest.mark.integration
 
-PROGRAM = CONFIG.with_(node_program=True, reset_clears=1.0, reboot_clears=1.0)
+PROGRAM = CONFIG.with_(node_program=True, reset_clears=1.0, reboot_clears=1.0, agent="kind")
+"""The kind agent: its condition clears with a reset that ran (the real ones stay until
+restarted, D74), so a reset that stopped the GPU clients ends the ladder."""
 STOP = {
     f"nvidia.com/gpu.deploy.{c}": "false"
     for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")
