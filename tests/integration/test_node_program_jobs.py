@@ -115,7 +115,7 @@ async def test_a_reset_stops_the_gpu_clients_resets_every_gpu_and_restores_them(
     ), "the device plugin's pod left the node while the GPUs were reset"
 
 
-@pytest.mark.fleet(config=PROGRAM)
+@pytest.mark.fleet(config=PROGRAM.with_(agent="eks"))
 async def test_a_reset_that_leaves_the_clients_running_fails_and_the_reboot_runs_once(
     cluster: Cluster,
 ) -> None:
