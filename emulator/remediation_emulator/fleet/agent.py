@@ -273,12 +273,11 @@ class NodeAgent:
         if request:
             h = self._take_request(h, request, annotations.get(ACK, ""), now)
         ack = h.pending_ack if not h.rebooting else None
-        if ack is not None and annotations.get(ACK) != ack:
-            patch[ACK] = ack
         self._health[name] = h
-        # Conditions first: whoever sees the ack (or the injection annotation gone) then finds
-        # the node's health already showing the outcome. A real agent shows a change at its
-        # next report tick only (several findings in between land in one write).
+        # Conditions first: whoever sees the ack then finds the node's health already showing
+        # the outcome (so does whoever sees the injection annotation gone, with the kind
+        # agent). A real agent shows a change at its next report tick only (several findings
+        # in between land in one write), and the ack waits for that write.
         report_in: float | None = None
         if health.differs(h, node):
             report_in = self._until_tick(name, now)
@@ -286,7 +285,9 @@ class NodeAgent:
                 await self._publish(name, h, now)
                 report_in = None
             else:
-                ack = None  # the ack follows the conditions that show the outcome
+                ack = None
+        if ack is not None and annotations.get(ACK) != ack:
+            patch[ACK] = ack
         if patch:
             body = {"metadata": {"annotations": patch}}
             self._wrote(name, await self._client.patch(resources.NODES, name, body))
