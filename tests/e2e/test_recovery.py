@@ -5,7 +5,9 @@ incident for good."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Scenario
+import pytest
+
+from tests.e2e.conftest import E2E_CONFIG, Scenario
 from tests.integration.conftest import (
     cordon_only,
     eventually,
@@ -24,6 +26,8 @@ def kubectl_cordon(e2e: Scenario, node: str, unschedulable: bool) -> None:
     )
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=E2E_CONFIG.with_(agent="kind"))
 async def test_transient_fault_is_cordoned_then_released_and_uncordoned(scenario: Scenario) -> None:
     e2e = scenario
     node = e2e.node_names()[0]
@@ -47,6 +51,8 @@ async def test_transient_fault_is_cordoned_then_released_and_uncordoned(scenario
     assert operator.gauge(metrics, "gpuops_remediation_nodes_quarantined") == 0
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=E2E_CONFIG.with_(agent="kind"))
 async def test_a_cordon_placed_by_an_administrator_survives_recovery(scenario: Scenario) -> None:
     e2e = scenario
     node = e2e.node_names()[0]

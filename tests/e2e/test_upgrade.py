@@ -38,7 +38,7 @@ from tests.chart.documented import (
     helm,
     owned_by_the_crd_release,
 )
-from tests.e2e.conftest import POLICIES, Scenario
+from tests.e2e.conftest import E2E_CONFIG, POLICIES, Scenario
 from tests.e2e.control_plane import AdminClient, ApiError, RealCluster
 from tests.integration.conftest import cordon_only, eventually, is_cordoned_by_us
 
@@ -249,6 +249,8 @@ def clean_up(cluster: RealCluster, shell: Shell) -> None:
     cluster.admin.apply_crds(sorted((ROOT / "crds").glob("*.yaml")))
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=E2E_CONFIG.with_(agent="kind"))
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("major", ["helm3", "helm4"])
 async def test_upgrade_from_the_previous_release_as_documented(

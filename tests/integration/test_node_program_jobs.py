@@ -19,7 +19,9 @@ from tests.integration.conftest import CONFIG, NAMESPACE, Cluster, eventually, p
 
 pytestmark = pytest.mark.integration
 
-PROGRAM = CONFIG.with_(node_program=True, reset_clears=1.0, reboot_clears=1.0)
+PROGRAM = CONFIG.with_(node_program=True, reset_clears=1.0, reboot_clears=1.0, agent="kind")
+"""The kind agent: its condition clears with a reset that ran (the real ones stay until
+restarted, D74), so a reset that stopped the GPU clients ends the ladder."""
 STOP = {
     f"nvidia.com/gpu.deploy.{c}": "false"
     for c in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm")
@@ -118,7 +120,7 @@ async def test_a_reset_stops_the_gpu_clients_resets_every_gpu_and_restores_them(
     ), "the device plugin's pod left the node while the GPUs were reset"
 
 
-@pytest.mark.fleet(config=PROGRAM)
+@pytest.mark.fleet(config=PROGRAM.with_(agent="eks"))
 async def test_a_reset_that_leaves_the_clients_running_fails_and_the_reboot_runs_once(
     cluster: Cluster,
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import (
+    CONFIG,
     Cluster,
     cordon_only,
     eventually,
@@ -136,6 +137,8 @@ async def test_the_losing_policy_shows_the_overlap_in_its_status(cluster: Cluste
     )
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=CONFIG.with_(agent="kind"))
 async def test_an_open_incident_keeps_its_node_until_it_ends_then_the_heavier_policy_owns_it(
     cluster: Cluster,
 ) -> None:

@@ -505,7 +505,8 @@ async def test_npd_forgetting_a_fault_on_restart_does_not_give_the_node_back(
     assert "Recovered" not in cluster.event_reasons(node, "Node")
 
 
-@pytest.mark.fleet(config=CONFIG.with_(device_plugin_marks=True, reset_clears=1.0))
+# the kind agent: it reports healthy after the reset (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=CONFIG.with_(device_plugin_marks=True, reset_clears=1.0, agent="kind"))
 async def test_a_node_short_of_gpus_after_a_reset_stays_cordoned_until_they_are_advertised(
     cluster: Cluster,
 ) -> None:
@@ -572,3 +573,42 @@ async def test_a_node_short_of_gpus_after_a_reset_stays_cordoned_until_they_are_
     )
     assert not is_cordoned_by_us(cluster.node(node))
     assert not (cluster.node(node) or {})["spec"].get("unschedulable")
+
+
+@pytest.mark.fleet(config=CONFIG.with_(reboot_clears=1.0))
+async def test_a_node_agent_reset_that_stops_no_gpu_client_fails_and_the_ladder_reboots(
+    cluster: Cluster,
+) -> None:
+    """D75: the NodeAgent protocol has no step that stops the device plugin or DCGM, and
+    nvidia-smi refuses `--gpu-reset` while they hold the GPUs; under the default (EKS agent)
+    profile the agent answers Failed. The ladder reboots; the rebooted node's agent starts
+    healthy and the incident recovers."""
+    node = cluster.node_names()[0]
+    cluster.apply(
+        policy(
+            faults=[
+                fault(
+                    "gpu-xid-reset",
+                    "NvidiaXID62Error",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "20s", "retries": 0},
+                        {"action": "Reboot", "timeout": "30s"},
+                    ],
+                )
+                | {"onExhausted": "Hold"}
+            ],
+            actions={"gpuReset": {"executor": "NodeAgent"}},
+        )
+    )
+    await cluster.start_operator()
+
+    cluster.fleet.inject(node, "xid-62")
+    await eventually(lambda: cluster.phase(node) == "Succeeded", within=60, what="recovered")
+    steps = (cluster.remediation(node) or {})["status"]["steps"]
+    reset = next(s for s in steps if s["action"] == "GPUReset")
+    assert reset["outcome"] != "Succeeded"
+    assert "the node agent reported failure" in reset["message"], reset["message"]
+    assert [s["action"] for s in steps] == ["Cordon", "GPUReset", "Reboot"]
+    annotations = (cluster.node(node) or {})["metadata"]["annotations"]
+    assert annotations["remediation.gpuops.io/agent-ack"].endswith(":Failed")

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.integration.conftest import (
+    CONFIG,
     Cluster,
     cordon_only,
     eventually,
@@ -31,6 +32,8 @@ async def stays(check: object, seconds: float, what: str) -> None:
         await asyncio.sleep(0.1)
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=CONFIG.with_(agent="kind"))
 async def test_transient_fault_is_cordoned_then_released_and_uncordoned(cluster: Cluster) -> None:
     node = cluster.node_names()[0]
     cluster.apply(policy(faults=cordon_only()))
@@ -66,6 +69,8 @@ async def test_transient_fault_is_cordoned_then_released_and_uncordoned(cluster:
     await eventually(lambda: not cluster.remediations(node), what="retention clean-up")
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=CONFIG.with_(agent="kind"))
 async def test_a_cordon_placed_by_an_administrator_survives_recovery(cluster: Cluster) -> None:
     node = cluster.node_names()[0]
     cluster.api.store.patch("nodes", node, {"spec": {"unschedulable": True}})

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.integration.conftest import Cluster, cordon_only, eventually, policy
+from tests.integration.conftest import CONFIG, Cluster, cordon_only, eventually, policy
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +40,8 @@ async def kubectl(cluster: Cluster, *args: str) -> tuple[int, str]:
     return process.returncode or 0, out.decode()
 
 
+# the kind agent: its condition clears with the hardware (the real ones stay until restarted, D74)
+@pytest.mark.fleet(config=CONFIG.with_(agent="kind"))
 async def test_an_incident_is_reconciling_then_ready_and_kubectl_wait_sees_it(
     cluster: Cluster,
 ) -> None:

@@ -31,7 +31,9 @@ from tests.integration.conftest import (
 
 pytestmark = pytest.mark.integration
 
-RESET_FIXES = CONFIG.with_(reset_clears=1.0)
+RESET_FIXES = CONFIG.with_(reset_clears=1.0, agent="kind")
+"""The kind agent: its condition clears with the reset (the real ones stay until restarted,
+D74), so the validation runs after the repair rather than the ladder climbing."""
 SLOW_CHECK = RESET_FIXES.with_(job_duration=120.0)
 """The reset Job takes 0.2 s, any other Job (the validation) two minutes."""
 

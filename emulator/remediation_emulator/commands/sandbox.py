@@ -56,12 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--agent",
-        default="kind",
-        choices=("kind", "eks", "npd"),
-        help="how the node agent reports: kind (default: a repair that worked clears the"
-        " condition) or eks (the EKS node monitoring agent: sticky until the agent restarts,"
-        " the newest reason wins, messages appended) or npd (node-problem-detector's"
-        " GPUProblem, sticky, lookback on restart; docs/emulator.md)",
+        default="eks",
+        choices=("eks", "npd", "kind"),
+        help="how the node agent reports: eks (default: the EKS node monitoring agent, sticky"
+        " until the agent restarts, the newest reason wins, messages appended, 15 s report"
+        " tick) or npd (node-problem-detector's GPUProblem, sticky, lookback on restart) or"
+        " kind (kinder, for demos: a repair that worked clears the condition;"
+        " docs/emulator.md)",
     )
     parser.add_argument(
         "--device-plugin-marks",

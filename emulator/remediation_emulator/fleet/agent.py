@@ -86,6 +86,9 @@ class NodeAgent:
         self._entries = 0
         self._written: dict[str, int] = {}
         """By node: the resourceVersion of our latest write (read-your-writes guard)."""
+        self._ticks: dict[str, datetime] = {}
+        """By node: one of its agent's report ticks (`FleetConfig.report_interval` apart; each
+        node's agent started at its own moment)."""
         nodes.subscribe(self._on_node)
 
     # -- Python API ------------------------------------------------------------------------
@@ -176,6 +179,7 @@ class NodeAgent:
             self._health.pop(key, None)
             self._scheduled.pop(key, None)
             self._written.pop(key, None)
+            self._ticks.pop(key, None)
             return
         if not self._config.owns(new):
             return
@@ -228,6 +232,13 @@ class NodeAgent:
         if action == "Diagnose":
             return replace(h, pending_ack=f"{request}:Succeeded")  # the reports are written
         if action == "GPUReset":
+            if self._config.agent != "kind":
+                # Nothing asked the GPU's other users to stop: nvidia-smi refuses the reset
+                # while the device plugin, DCGM or GPU feature discovery hold the device
+                # (nvidia-smi(1) --gpu-reset: exit 255, "In use by another client"), as on a
+                # real node. The node program's reset stops them first (node_program.py).
+                log.warning("%s: GPU reset refused, In use by another client", request)
+                return replace(h, pending_ack=f"{request}:Failed")
             until = now + timedelta(seconds=self._config.reset_duration)
             return replace(h, request=request, resetting_until=until)
         return health.begin_reboot(replace(h, request=request), now, self._config.reboot_duration)
@@ -262,13 +273,21 @@ class NodeAgent:
         if request:
             h = self._take_request(h, request, annotations.get(ACK, ""), now)
         ack = h.pending_ack if not h.rebooting else None
+        self._health[name] = h
+        # Conditions first: whoever sees the ack then finds the node's health already showing
+        # the outcome (so does whoever sees the injection annotation gone, with the kind
+        # agent). A real agent shows a change at its next report tick only (several findings
+        # in between land in one write), and the ack waits for that write.
+        report_in: float | None = None
+        if health.differs(h, node):
+            report_in = self._until_tick(name, now)
+            if report_in == 0.0:
+                await self._publish(name, h, now)
+                report_in = None
+            else:
+                ack = None
         if ack is not None and annotations.get(ACK) != ack:
             patch[ACK] = ack
-        self._health[name] = h
-        # Conditions first: whoever sees the ack (or the injection annotation gone) then finds
-        # the node's health already showing the outcome.
-        if health.differs(h, node):
-            await self._publish(name, h, now)
         if patch:
             body = {"metadata": {"annotations": patch}}
             self._wrote(name, await self._client.patch(resources.NODES, name, body))
@@ -277,9 +296,28 @@ class NodeAgent:
             if latest is not None and latest.pending_ack == ack:
                 self._health[name] = replace(latest, pending_ack=None)
         deadline = health.next_deadline(h, self._config.transient_duration)
-        if deadline is None:
-            return None
-        return max(0.0, (deadline - now).total_seconds()) + _EPSILON
+        waits = [] if report_in is None else [report_in]
+        if deadline is not None:
+            waits.append(max(0.0, (deadline - now).total_seconds()))
+        return min(waits) + _EPSILON if waits else None
+
+    def _until_tick(self, name: str, now: datetime) -> float:
+        """Seconds until the agent on `name` next writes its conditions (0: now). The kind
+        agent writes at once; the real ones on their report ticker (`report_interval`)."""
+        interval = self._config.report_interval()
+        if interval <= 0:
+            return 0.0
+        start = self._ticks.get(name)
+        if start is None:
+            start = now + timedelta(seconds=self._rng.uniform(0, interval))
+            self._ticks[name] = start
+        behind = (now - start).total_seconds()
+        if behind < 0:
+            return -behind
+        since_tick = behind % interval
+        if since_tick <= 2 * _EPSILON:
+            return 0.0  # on a tick (a requeue wakes `_EPSILON` after it)
+        return interval - since_tick
 
     async def _publish(self, name: str, h: NodeHealth, now: datetime) -> None:
         status: dict[str, object] = {

@@ -18,6 +18,18 @@ EMULATED_LABEL = "sandbox.gpuops.io/emulated"
 AGENT_PROFILES = ("kind", "eks", "npd")
 """The node agent's reporting profiles (`FleetConfig.agent`)."""
 
+REAL_HEARTBEAT = 300.0
+"""Both real agents re-send unchanged conditions every 5 minutes: the EKS node monitoring
+agent's `heartbeatInterval` (aws/eks-node-monitoring-agent pkg/manager/node_exporter.go) and
+node-problem-detector's `--k8s-exporter-heartbeat-period` default (cmd/options/options.go).
+`FleetConfig.heartbeat_period` is that period in the speed profile's time."""
+
+REPORT_INTERVALS = {"kind": 0.0, "eks": 15.0, "npd": 1.0}
+"""Real seconds from a change of the agent's findings to the write that shows it, at most: the
+EKS agent writes its dirty conditions on a 15 s ticker (`reportInterval`, node_exporter.go),
+NPD's condition manager looks for changes every second (`updatePeriod`,
+pkg/exporters/k8sexporter/condition/manager.go); the kind agent writes at once."""
+
 
 _FLAGS = ("adopt_all_nodes", "job_controller", "node_program", "device_plugin_marks")
 """The fields that are true or false."""
@@ -32,8 +44,10 @@ class FleetConfig:
     """Timings in seconds, probabilities in [0, 1]."""
 
     heartbeat_period: float = 1.0
-    """How often the node agent refreshes lastHeartbeatTime on every node (EKS agent: 300 s).
-    Costs nodes / heartbeat_period status patches per second against the API server."""
+    """How often the node agent re-sends its unchanged conditions on every node (both real
+    agents: 300 s, `REAL_HEARTBEAT`); the agent's report interval scales with it
+    (`report_interval`). Costs nodes / heartbeat_period status patches per second against the
+    API server."""
     heartbeat_tick: float = 0.1
     """Granularity of the one heartbeat scheduler task; nodes due in a tick are patched together."""
     reset_duration: float = 0.2
@@ -72,12 +86,12 @@ class FleetConfig:
     node_program: bool = False
     """Executor Jobs whose container runs `remediation-operator node ...` run that program,
     against a fake GPU node per node (`node_program.py`), instead of being pretended."""
-    agent: str = "kind"
-    """How the node agent reports: `kind` (the condition follows the hardware: a repair that
-    worked clears it) or `eks` (the EKS node monitoring agent: sticky until the agent restarts,
-    the newest finding's reason, messages appended) or `npd` (node-problem-detector's kernel
-    monitor: `GPUProblem` True, sticky until NPD restarts, which replays only `npd_lookback`;
-    docs/emulator.md)."""
+    agent: str = "eks"
+    """How the node agent reports: `eks` (the default: the EKS node monitoring agent, sticky
+    until the agent restarts, the newest finding's reason, messages appended, a 15 s report
+    tick) or `npd` (node-problem-detector's kernel monitor: `GPUProblem` True, sticky until
+    NPD restarts, which replays only `npd_lookback`) or `kind` (a kinder agent for demos: the
+    condition follows the hardware, a repair that worked clears it at once; docs/emulator.md)."""
     npd_lookback: float = 300.0
     """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
     device_plugin_marks: bool = False
@@ -120,6 +134,12 @@ class FleetConfig:
         for name in ("workers", "http_concurrency"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"fleet config {name}: must be at least 1")
+
+    def report_interval(self) -> float:
+        """Seconds between the agent's report ticks in this speed profile (0: it writes a
+        change at once): the profile's real interval, scaled as `heartbeat_period` scales
+        the real 5 minutes."""
+        return REPORT_INTERVALS[self.agent] * self.heartbeat_period / REAL_HEARTBEAT
 
     def owns(self, obj: Mapping[str, Any]) -> bool:
         """Is this Node or NodeClaim one the fleet plays the machinery for?"""

@@ -34,7 +34,13 @@ _NPD_DEFAULT = (
     "no NVIDIA XID that needs node action in the kernel log since boot",
 )
 """The chart's NPD default condition (charts/remediation-operator/npd/gpu-kernel-monitor.json)."""
-_NPD_REASON = re.compile(r"NvidiaXID[0-9]+Error")
+NPD_CONDITION_XIDS = frozenset(
+    {46, 48, 54, 61, 62, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143, 144, 145, 146}
+    | {147, 148, 149, 150, 151, 154, 155, 156, 158, 160}
+)
+"""The XIDs the chart's NPD kernel monitor turns into `GPUProblem` (its `permanent` rules,
+charts/remediation-operator/npd/gpu-kernel-monitor.json; the others, 63 among them, are
+`temporary`: an Event, no condition). A test keeps this equal to the chart's file."""
 GPU_RESOURCE = "nvidia.com/gpu"
 _XID_REASON = re.compile(r"NvidiaXID([0-9]+)Error")
 _XID_OF_REASON = {"NvidiaDoubleBitError": 48}
@@ -148,13 +154,20 @@ def desired(health: NodeHealth) -> dict[str, tuple[str, str, str]]:
     return wanted
 
 
-def marks_gpu(fault: FaultClass) -> bool:
-    """The device plugin sees this fault as a critical XID on one GPU and marks it unhealthy
-    (a class that is no XID, such as an NVLink or a DCGM finding, raises no XID event)."""
+def xid_of(fault: FaultClass) -> int | None:
+    """The XID the driver raises for this fault class, or None (an NVLink counter or a DCGM
+    finding raises no XID)."""
     xid = _XID_OF_REASON.get(fault.reason)
     if xid is None:
         found = _XID_REASON.fullmatch(fault.reason)
         xid = int(found.group(1)) if found is not None else None
+    return xid
+
+
+def marks_gpu(fault: FaultClass) -> bool:
+    """The device plugin sees this fault as a critical XID on one GPU and marks it unhealthy
+    (a class that is no XID, such as an NVLink or a DCGM finding, raises no XID event)."""
+    xid = xid_of(fault)
     return xid is not None and xid not in DEVICE_PLUGIN_IGNORED_XIDS
 
 
@@ -315,13 +328,27 @@ def reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str
     return (fault.reason, message)
 
 
+def kernel_line(xid: int, fault: FaultClass) -> str:
+    """The driver's kernel log line for the XID, as NPD's kmsg watcher passes it on (the
+    message of an NPD condition is the matched line: log_monitor.go `generateMessage`; format
+    of NVIDIA/open-gpu-kernel-modules `kernel_rc_notification.c`; the GPU's bus id is the
+    fake node's first GPU, gpunode/state.py)."""
+    return f"NVRM: Xid (PCI:0000:10:00): {xid}, pid='<unknown>', name=<unknown>, {fault.summary}"
+
+
 def npd_reported(shown: tuple[str, str] | None, fault: FaultClass) -> tuple[str, str] | None:
-    """What NPD's kernel monitor makes of a finding: an XID its rules know replaces reason and
-    message (kubernetes/node-problem-detector pkg/systemlogmonitor/log_monitor.go,
-    `generateStatus`); a class that is no kernel XID (NVLink, DCGM) it does not see."""
-    if not _NPD_REASON.fullmatch(fault.reason):
+    """What NPD's kernel monitor makes of a finding: an XID one of the chart's permanent rules
+    knows sets reason `NvidiaXID<n>Error` and the kernel line as message, replacing both when
+    the reason changes and keeping the first line while it does not (kubernetes/
+    node-problem-detector pkg/systemlogmonitor/log_monitor.go, `generateStatus`); an XID of a
+    temporary rule (63, ...) and a class that is no kernel XID (NVLink, DCGM) change nothing."""
+    xid = xid_of(fault)
+    if fault.silent or xid is None or xid not in NPD_CONDITION_XIDS:
         return shown
-    return (fault.reason, fault.message)
+    reason = f"NvidiaXID{xid}Error"
+    if shown is not None and shown[0] == reason:
+        return shown
+    return (reason, kernel_line(xid, fault))
 
 
 def inject(health: NodeHealth, fault: FaultClass, now: datetime) -> NodeHealth:

@@ -38,6 +38,16 @@ GPU_OPERATOR_STOP = {
 }
 """The gpu-operator preset's labels (remediation_operator.node.clients), as the GPU
 Operator's DaemonSets honour them: with all of them on the Node, its clients let go."""
+GPU_CLIENTS = (
+    "nvidia-device-plugin",
+    "gpu-feature-discovery",
+    "nv-hostengine",
+    "dcgm-exporter",
+)
+"""What holds every GPU of a fake node until the stop labels are all there: the GPU
+Operator's device plugin, GPU feature discovery, DCGM host engine and dcgm-exporter (one per
+label of `GPU_OPERATOR_STOP`); nvidia-smi(1) refuses `--gpu-reset` while any of them, monitoring
+included, has the device open."""
 
 
 def runs_program(job: Obj) -> bool:
@@ -93,7 +103,7 @@ class NodeProgram:
             (host / "etc").mkdir(parents=True)
             (host / "etc/os-release").write_text('ID="amzn"\n')
             (host / "run/systemd/system").mkdir(parents=True)
-            fake.write(home / "state.json", fake.node(8, holders=["nvidia-device-plugin"]))
+            fake.write(home / "state.json", fake.node(8, holders=list(GPU_CLIENTS)))
         return home
 
     def state(self, node: str) -> dict[str, Any]:

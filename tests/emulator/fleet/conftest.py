@@ -66,6 +66,15 @@ async def gpus(api: ApiServer) -> AsyncIterator[Fleet]:
 
 
 @pytest.fixture
+async def kind_gpus(api: ApiServer) -> AsyncIterator[Fleet]:
+    """The kinder `kind` agent (a repair or a clear shows healthy at once), for the tests of
+    that profile's own behaviour."""
+    config = TEST_CONFIG.with_(agent="kind")
+    async with fleet.running(connection(api), shape=SHAPE, config=config, seed=1) as running:
+        yield running
+
+
+@pytest.fixture
 async def admin(api: ApiServer) -> AsyncIterator[KubeClient]:
     """An HTTP client acting as a user or the operator would (logged as "admin")."""
     headers = {"Authorization": f"Bearer {api.token('admin')}"}

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from remediation_emulator.fleet import catalog, health
 from remediation_emulator.fleet.health import NodeHealth
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 FAULTS = catalog.load()
+NPD_MONITOR = Path(__file__).parents[3] / "charts/remediation-operator/npd/gpu-kernel-monitor.json"
 
 
 def by_type(conditions: list[dict[str, object]]) -> dict[object, dict[str, object]]:
@@ -32,7 +35,10 @@ def test_a_fault_sets_the_catalog_reason_and_message_on_both_gpu_conditions() ->
     for type_ in ("AcceleratedHardwareReady", "GPUHealthy"):
         assert shown[type_]["status"] == "False"
         assert shown[type_]["reason"] == "NvidiaXID79Error"
-        assert "fallen off the bus" in str(shown[type_]["message"])
+        # The EKS agent's own words (monitors/nvidia/dcgm/dcgm_policies.go).
+        assert shown[type_]["message"] == (
+            "detected XID-79 on the instance, review kernel logs for additional information."
+        )
     assert shown["Ready"]["status"] == "True"
 
 
@@ -163,8 +169,9 @@ def test_the_eks_agent_keeps_the_newest_reason_and_appends_messages() -> None:
     assert shown["status"] == "False"
     assert shown["reason"] == "NvidiaXID63Error"
     assert shown["message"] == (
-        "XID 48: a double-bit ECC error (DBE) occurred; detected XID-63 on the instance,"
-        " review kernel logs for additional information."
+        "detected XID-48 on the instance, review kernel logs for additional information.;"
+        " detected 1 Nvidia Double Bit error(s) on location Device;"
+        " detected XID-63 on the instance, review kernel logs for additional information."
     )
     assert shown["lastTransitionTime"] == "2026-11-30T12:00:00Z"
     again = health.inject(both, FAULTS["xid-63"], later)
@@ -219,14 +226,41 @@ def test_npd_shows_gpu_problem_true_with_the_newest_xid_and_moves_the_transition
     assert "AcceleratedHardwareReady" not in by_type(health.conditions(npd(), T0))
     later = T0 + timedelta(minutes=1)
     first = health.inject(npd(), FAULTS["xid-79"], T0)
-    second = health.inject(first, FAULTS["xid-63"], later)
+    second = health.inject(first, FAULTS["xid-74"], later)
     shown = gpu_problem(second, later)
-    assert (shown["status"], shown["reason"]) == ("True", "NvidiaXID63Error")
-    assert "XID-63" in str(shown["message"])
-    assert "XID 79" not in str(shown["message"])
+    assert (shown["status"], shown["reason"]) == ("True", "NvidiaXID74Error")
+    assert shown["message"] == (
+        "NVRM: Xid (PCI:0000:10:00): 74, pid='<unknown>', name=<unknown>,"
+        " NVLink error reported by the peers of a GPU that failed"
+    )
     assert shown["lastTransitionTime"] == "2026-11-30T12:01:00Z"
     nvlink = health.inject(second, FAULTS["nvlink"], later)  # no kernel XID: NPD sees nothing
-    assert gpu_problem(nvlink, later)["reason"] == "NvidiaXID63Error"
+    assert gpu_problem(nvlink, later)["reason"] == "NvidiaXID74Error"
+    # XID 63 is a temporary rule of the chart's monitor: an Event, the condition unchanged.
+    remap = health.inject(second, FAULTS["xid-63"], later)
+    assert gpu_problem(remap, later) == shown
+
+
+def test_npd_reports_xid_48_by_its_number_and_keeps_the_first_line_of_a_repeated_xid() -> None:
+    """The chart's monitor names XID 48 `NvidiaXID48Error` (gpu-kernel-monitor.json), not the
+    EKS agent's double-bit reason; a second line of the same rule changes nothing
+    (log_monitor.go `generateStatus` replaces the message only when the reason changes)."""
+    first = health.inject(npd(), FAULTS["xid-48"], T0)
+    shown = gpu_problem(first)
+    assert (shown["status"], shown["reason"]) == ("True", "NvidiaXID48Error")
+    assert str(shown["message"]).startswith("NVRM: Xid (PCI:0000:10:00): 48, ")
+    again = health.inject(first, FAULTS["xid-48"], T0 + timedelta(minutes=1))
+    assert gpu_problem(again, T0) == shown
+
+
+def test_the_npd_condition_xids_are_the_charts_permanent_rules() -> None:
+    monitor = json.loads(NPD_MONITOR.read_text())
+    permanent = {
+        int(rule["reason"].removeprefix("NvidiaXID").removesuffix("Error"))
+        for rule in monitor["rules"]
+        if rule["type"] == "permanent" and rule["condition"] == "GPUProblem"
+    }
+    assert permanent == health.NPD_CONDITION_XIDS
 
 
 def test_a_restarted_npd_replays_only_findings_within_its_lookback() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
 from remediation_emulator.apiserver import ApiServer
-from remediation_emulator.fleet import resources
+from remediation_emulator.fleet import health, resources
 from remediation_emulator.fleet.client import KubeClient
 from remediation_emulator.fleet.fleet import Fleet
 from remediation_emulator.fleet.injector import Injector
@@ -35,8 +36,9 @@ async def annotate(client: KubeClient, node: str, **values: str | None) -> None:
 
 
 async def test_an_annotation_injects_a_fault_and_is_removed_once_applied(
-    api: ApiServer, gpus: Fleet, admin: KubeClient
+    api: ApiServer, kind_gpus: Fleet, admin: KubeClient
 ) -> None:
+    # the kind agent: a repair or a clear shows healthy at once (the real ones are sticky)
     await annotate(admin, "gpu-0001", inject="xid-48")
     shown = await eventually(
         lambda: (
@@ -110,8 +112,9 @@ async def test_a_silent_agent_stops_heartbeating_its_conditions(
     assert condition(api, "gpu-0000", "AcceleratedHardwareReady")["lastHeartbeatTime"] == before
 
 
-async def test_a_transient_fault_clears_by_itself(api: ApiServer, gpus: Fleet) -> None:
-    gpus.inject("gpu-0001", "transient")
+async def test_a_transient_fault_clears_by_itself(api: ApiServer, kind_gpus: Fleet) -> None:
+    # the kind agent: a transient fault's condition clears with it (the real ones are sticky)
+    kind_gpus.inject("gpu-0001", "transient")
     await eventually(
         lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["reason"] == "DCGMError",
         what="transient fault shown",
@@ -124,9 +127,10 @@ async def test_a_transient_fault_clears_by_itself(api: ApiServer, gpus: Fleet) -
 
 
 async def test_agent_request_gpu_reset_is_acknowledged_and_clears_the_fault(
-    api: ApiServer, gpus: Fleet, admin: KubeClient
+    api: ApiServer, kind_gpus: Fleet, admin: KubeClient
 ) -> None:
-    gpus.inject("gpu-0001", "xid-62")
+    # the kind agent: it carries out a GPUReset request and shows healthy at once
+    kind_gpus.inject("gpu-0001", "xid-62")
     await eventually(
         lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False",
         what="fault shown",
@@ -218,15 +222,95 @@ async def test_the_eks_profile_keeps_the_condition_after_a_reset_until_the_agent
             what="the newest finding's reason",
         )
         assert shown["status"] == "False"
-        assert shown["message"].startswith(
-            "XID 62: internal micro-controller halt; detected XID-63"
+        assert shown["message"] == (
+            "detected XID-62 on the instance, review kernel logs for additional information.;"
+            " detected XID-63 on the instance, review kernel logs for additional information."
         )
+        # The NodeAgent protocol stops no GPU client: nvidia-smi refuses the reset.
         await annotate(admin, "gpu-0001", request="GPUReset:gpu-0001-rem:1")
         ack = await eventually(lambda: node_annotations(api, "gpu-0001").get(ACK), what="ack")
-        assert ack == "GPUReset:gpu-0001-rem:1:Succeeded"
+        assert ack == "GPUReset:gpu-0001-rem:1:Failed"
+        # A reset that stopped them (a Job's) fixed the GPU: the condition stays as reported.
+        assert gpus.agent.gpu_reset("gpu-0001")
+        assert gpus.agent.validate("gpu-0001")
+        after = gpus.agent.health("gpu-0001")
+        assert after is not None
+        assert health.desired(after)["AcceleratedHardwareReady"][0] == "False"
         assert condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False"
         gpus.restart_agent("gpu-0001")
         await eventually(
             lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "True",
             what="the restarted agent's condition",
         )
+
+
+# Report periods per profile (issue 21; D74) ------------------------------------------------
+
+
+async def _change_to_write(api: ApiServer, config: Any, reason_of: str) -> tuple[float, float]:
+    """Inject xid-62, wait for it on the Node, inject `reason_of`'s class at once after that
+    write; (seconds from the injection to the first write, from the first write to the next)."""
+    from remediation_emulator.fleet import fleet as fleet_module
+    from tests.emulator.fleet.conftest import SHAPE, connection
+
+    loop = asyncio.get_running_loop()
+    async with fleet_module.running(connection(api), shape=SHAPE, config=config, seed=3) as gpus:
+        await eventually(lambda: api.store.find("nodes", "gpu-0001"), what="the node")
+        await eventually(
+            lambda: any(
+                c["type"] == "AcceleratedHardwareReady"
+                for c in api.store.get("nodes", "gpu-0001")["status"].get("conditions", [])
+            ),
+            what="the agent's first report",
+        )
+        injected = loop.time()
+        gpus.inject("gpu-0001", "xid-62")
+        await eventually(
+            lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False",
+            what="the finding on the Node",
+        )
+        first = loop.time()
+        gpus.inject("gpu-0001", reason_of)
+        await eventually(
+            lambda: (
+                condition(api, "gpu-0001", "AcceleratedHardwareReady")["reason"]
+                != "NvidiaXID62Error"
+            ),
+            what="the second finding on the Node",
+        )
+        return first - injected, loop.time() - first
+
+
+async def test_the_eks_agent_shows_a_change_at_its_next_15s_report_tick(api: ApiServer) -> None:
+    """aws/eks-node-monitoring-agent pkg/manager/node_exporter.go: `Fatal` only marks the
+    conditions dirty; `reportManagedConditions` writes them on a 15 s ticker. Scaled like the
+    5 min heartbeat: heartbeat_period 30 s makes the tick 1.5 s."""
+    from tests.emulator.fleet.conftest import TEST_CONFIG
+
+    config = TEST_CONFIG.with_(agent="eks", heartbeat_period=30.0)
+    assert config.report_interval() == 1.5
+    to_first, to_second = await _change_to_write(api, config, "xid-64")
+    assert to_first <= 1.5 + 0.5
+    assert 1.5 - 0.3 <= to_second <= 1.5 + 0.5  # the write after a tick waits for the next
+
+
+async def test_the_kind_agent_writes_a_change_at_once(api: ApiServer) -> None:
+    from tests.emulator.fleet.conftest import TEST_CONFIG
+
+    config = TEST_CONFIG.with_(agent="kind", heartbeat_period=30.0)
+    assert config.report_interval() == 0.0
+    to_first, to_second = await _change_to_write(api, config, "xid-64")
+    assert to_first < 0.5
+    assert to_second < 0.5
+
+
+def test_report_intervals_scale_with_the_speed_profile_only() -> None:
+    """15 s (EKS agent), 1 s (NPD's condition manager `updatePeriod`), at once (kind), each
+    scaled as the speed profile scales the agents' real 5 min heartbeat."""
+    from remediation_emulator.fleet.config import DEMO, FAST, REALISTIC
+
+    assert REALISTIC.with_(agent="eks").report_interval() == 15.0
+    assert REALISTIC.with_(agent="npd").report_interval() == 1.0
+    assert DEMO.with_(agent="eks").report_interval() == 3.0
+    assert FAST.with_(agent="eks").report_interval() == 0.05
+    assert REALISTIC.with_(agent="kind").report_interval() == 0.0
