@@ -57,7 +57,9 @@ PRESETS: Mapping[str, Preset] = {
         {EKS_STOP_LABEL: "stopped"},
         (
             PodSet("kube-system", "app.kubernetes.io/name=nvidia-device-plugin"),
-            PodSet("kube-system", "app.kubernetes.io/name=dcgm-server"),
+            # The agent's chart labels dcgm-server `k8s-app: dcgm-server`
+            # (aws/eks-node-monitoring-agent charts/.../templates/dcgm-daemonset.yaml).
+            PodSet("kube-system", "k8s-app=dcgm-server"),
         ),
     ),
     "none": Preset("none", {}, ()),

@@ -95,3 +95,21 @@ def test_notes_tell_the_user_how_to_check_the_install(tools: chart_check.Tools) 
     assert "helm upgrade --install remediation-operator-crd <crd-chart> -n ops" in notes
     assert "helm upgrade gpu <chart> -n ops --reset-then-reuse-values" in notes
     assert "--reuse-values" not in notes.replace("--reset-then-reuse-values", "")
+    # The shipped `clients: none` leaves the device plugin and DCGM holding the GPUs.
+    assert "GPU resets stop no GPU client (jobTemplates.gpuReset.clients=none)" in notes
+
+
+def test_notes_warn_of_resets_that_stop_no_gpu_client_only_when_they_do(
+    tools: chart_check.Tools,
+) -> None:
+    def notes(*overrides: str) -> str:
+        args = [tools.helm, "install", "gpu", str(chart_check.CHART), "-n", "ops"]
+        args += ["--dry-run=client", *[f"--set={o}" for o in overrides]]
+        result = chart_check.run_tool(args)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("NOTES:", 1)[1]
+
+    warning = "GPU resets stop no GPU client"
+    assert warning in notes()
+    assert warning not in notes("jobTemplates.gpuReset.clients=gpu-operator")
+    assert warning not in notes("jobTemplates.enabled=false")

@@ -205,3 +205,33 @@ def test_presets_and_custom_clients_are_checked() -> None:
         with pytest.raises(ValueError, match=r"^--"):
             clients.preset(name, labels, pods)
     assert list(itertools.chain(clients.PRESETS)) == ["gpu-operator", "eks", "none"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "namespace", "labels"),
+    [
+        # aws/eks-node-monitoring-agent charts/eks-node-monitoring-agent/templates/
+        # dcgm-daemonset.yaml: the agent's host engine, which holds every GPU.
+        ("eks", "kube-system", {"k8s-app": "dcgm-server", "version": "v1"}),
+        # NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin (selectorLabels).
+        (
+            "eks",
+            "kube-system",
+            {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "x"},
+        ),
+        # NVIDIA/gpu-operator assets: the operands' `app` labels.
+        ("gpu-operator", "gpu-operator", {"app": "nvidia-device-plugin-daemonset"}),
+        ("gpu-operator", "gpu-operator", {"app": "nvidia-dcgm"}),
+    ],
+)
+def test_a_preset_selects_the_gpu_clients_as_their_charts_label_them(
+    preset: str, namespace: str, labels: dict[str, str]
+) -> None:
+    """A preset whose selector misses a client waits for nothing and then fails the reset
+    "In use by another client": each must select the pods as the real installs label them."""
+    from remediation_emulator import selectors
+
+    assert any(
+        pods.namespace in ("", namespace) and selectors.parse_labels(pods.selector).matches(labels)
+        for pods in clients.PRESETS[preset].pods
+    ), f"{preset} does not select {namespace} {labels}"
