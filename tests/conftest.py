@@ -29,7 +29,24 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+LONGEST_FIRST = (
+    "tests/demo/test_demo.py",
+    "tests/safety/test_model.py",
+    "tests/packaging/test_operator_wheel.py",
+    "tests/sim/test_calibration.py",
+)
+"""Modules holding the suite's longest tests (40-80 s each, docs/testing.md). They are handed
+out first, so that under `make test`'s workers (D78) they run beside the many short tests
+instead of alone at the end; the order of the others is unchanged."""
+
+
+def _longest_first(item: pytest.Item) -> int:
+    module = item.nodeid.split("::", 1)[0]
+    return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "real_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=_longest_first)  # stable: everything else keeps its collection order
