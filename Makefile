@@ -53,8 +53,12 @@ $(HELM): scripts/install_helm.py | $(STAMP)
 $(HELM3): scripts/install_helm.py | $(STAMP)
 	$(BIN)/python scripts/install_helm.py --major 3 $(HELM3)
 
+# On TEST_WORKERS processes (pytest-xdist): most tests wait on processes, HTTP and policy
+# windows rather than compute, so four share two cores well (D78, docs/testing.md).
+# `make test TEST_WORKERS=0` runs them in one process.
+TEST_WORKERS ?= 4
 test: install $(HELM)
-	$(BIN)/python -m pytest -q -m 'not e2e'
+	$(BIN)/python -m pytest -q -m 'not e2e' -n $(TEST_WORKERS) --dist loadgroup
 
 # Against a real kube-apiserver: binaries from E2E_ASSETS (or KUBEBUILDER_ASSETS), or an
 # existing cluster from E2E_KUBECONFIG; skips with how to get them when neither is set.
@@ -105,7 +109,7 @@ bench-emulator: install
 	$(BIN)/python bench/emulator_bench.py
 
 reliability: install
-	RELIABILITY_RUNS=50 HYPOTHESIS_PROFILE=random SAFETY_EXAMPLES=2000 $(BIN)/python -m pytest -q -m reliability tests/reliability tests/safety
+	RELIABILITY_RUNS=50 HYPOTHESIS_PROFILE=random SAFETY_EXAMPLES=2000 $(BIN)/python -m pytest -q -m reliability tests/reliability tests/safety tests/hostile/test_input_limits.py
 
 chart-check: install $(HELM)
 	$(BIN)/python -m tests.chart.chart_check

@@ -29,7 +29,21 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+LONGEST_FIRST = ("tests/demo/test_demo.py", "tests/packaging/test_operator_wheel.py")
+"""Modules whose tests mostly wait, and longest (the demo's 75-second run, the wheel's pip
+installs; docs/testing.md). They are handed out first, so that under `make test`'s workers
+(D78) they wait beside the many short tests instead of alone at the end. The long CPU-bound
+tests (the safety model, the calibration) are left where they are: handed out together at
+the start they slowed each other down on two cores. Everything else keeps its order."""
+
+
+def _longest_first(item: pytest.Item) -> int:
+    module = item.nodeid.split("::", 1)[0]
+    return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "real_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+    items.sort(key=_longest_first)  # stable: everything else keeps its collection order

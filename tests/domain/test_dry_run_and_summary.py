@@ -93,9 +93,11 @@ def test_ten_thousand_nodes_with_a_focus_of_one_plan_fast() -> None:
     planner.plan(snap, pol, T0)  # first plan matches every node once
     timings = []
     for _ in range(15):
-        start = time.perf_counter()
+        # This thread's CPU time: other processes on the machine (`make test`'s other
+        # workers, D78) stretch the wall clock, not the planner's work.
+        start = time.thread_time()
         result = planner.plan(snap, pol, T0)
-        timings.append(time.perf_counter() - start)
+        timings.append(time.thread_time() - start)
     assert result.reasons == {"gpu-7": Reason.Tolerating}
     # Generous bound for a shared CI machine; typical here is 3-5 ms.
     assert min(timings) < 0.015

@@ -74,9 +74,9 @@ def test_a_catastrophic_pattern_runs_in_linear_time() -> None:
     """Defect 8: `(a+)+$` against `aaaa...!` takes exponential time with backtracking."""
     evil = Fault("evil", (ConditionMatch("GPUProblem", "True", r"(a+)+$"),), CORDON)
     node = view(seen("GPUProblem", "True", "a" * 4000 + "!"))
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: other processes stretch only the wall clock
     assert matching.match(node, (evil,), T0) is None
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
 
 
 def test_a_pattern_re2_cannot_compile_is_refused() -> None:

@@ -40,7 +40,12 @@ SIZE_LIMIT_MB = 100
 which the image removes)."""
 INSTALLER_ONLY = {"pip", "setuptools"}
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [
+    pytest.mark.timeout(600),
+    # One worker under `make test`'s xdist runs the module: its two virtualenvs are
+    # module-scoped, built once.
+    pytest.mark.xdist_group("operator-wheel"),
+]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,11 @@ from tests.rbac import permissions, scenarios
 from tests.rbac.conftest import Chart, running_cluster
 from tests.rbac.permissions import Deliberate, Use
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    # One worker under `make test`'s xdist runs the module: its fixture is module-scoped.
+    pytest.mark.xdist_group("rbac-least-privilege"),
+]
 
 DELIBERATE: tuple[Deliberate, ...] = (
     Deliberate(
