@@ -28,7 +28,7 @@ def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
             "--fault-rate",
             "0",
             "--duration",
-            "75",  # the reset-class fault reaches its GPU reset after about 40 s
+            "95",  # the reset-class fault is reset about 40 s in, verified about 15 s later
             "--workdir",
             str(workdir),
         ],
@@ -59,3 +59,18 @@ def test_demo_climbs_the_ladder_and_stops_cleanly(tmp_path: Path) -> None:
     assert "stopped GPU clients: nvidia.com/gpu.deploy.device-plugin=false" in reset
     assert "--gpu-reset -i GPU-" in reset
     assert "restored GPU clients" in reset
+    # The agent is sticky (the EKS agent, the sandbox's default): after the reset the operator
+    # restarted the agent and device plugin pods on the node, validated it, and gave it back
+    # without a reboot (D71).
+    log_lines = [
+        line
+        for line in (workdir / "operator.log").read_text().splitlines()
+        if "node=gpu-0004" in line
+    ]
+    decisions = [m.group(1) for m in map(re.compile(r"\] +(\w+)").search, log_lines) if m]
+    assert "node_pods_restarted" in decisions
+    assert "validation_passed" in decisions
+    started = {
+        m.group(1) for m in map(re.compile(r"step_started .* step=(\w+)").search, log_lines) if m
+    }
+    assert started == {"Cordon", "Drain", "GPUReset"}, "no reboot after a verified reset"
