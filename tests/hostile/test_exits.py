@@ -84,8 +84,14 @@ async def test_a_node_relabelled_out_of_the_selector_is_given_back(cluster: Clus
         what="our annotations removed",
     )
     assert not (cluster.node(node) or {}).get("spec", {}).get("unschedulable")
-    assert "NodeUnselected" in cluster.event_reasons(node, "Node") | cluster.event_reasons(
-        cluster.remediation(node)["metadata"]["name"]  # type: ignore[index]
+    name = cluster.remediation(node)["metadata"]["name"]  # type: ignore[index]
+    # A plan's Events are applied after its other effects (and retried apart from them): the
+    # Event may follow the release by a moment.
+    await eventually(
+        lambda: (
+            "NodeUnselected" in cluster.event_reasons(node, "Node") | cluster.event_reasons(name)
+        ),
+        what="the NodeUnselected Event",
     )
 
 
