@@ -363,6 +363,14 @@ class MemoryCluster:
         self._set_condition(obj, type_, status, reason, message, heartbeat, beating_until)
         self._touch(node)
 
+    def set_gpus(self, node: str, capacity: int, allocatable: int) -> None:
+        """The device plugin's `nvidia.com/gpu` as the kubelet shows it: `capacity` the GPUs
+        the node has, `allocatable` those the plugin calls healthy."""
+        status = self._get(node)["status"]
+        status.setdefault("capacity", {})[node_objects.GPU_RESOURCE] = str(capacity)
+        status.setdefault("allocatable", {})[node_objects.GPU_RESOURCE] = str(allocatable)
+        self._touch(node)
+
     def remove_condition(self, node: str, type_: str) -> None:
         obj = self._get(node)
         obj["status"]["conditions"] = [

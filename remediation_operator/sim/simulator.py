@@ -42,6 +42,8 @@ from remediation_operator.sim import report as reports
 from remediation_operator.sim.events import Agenda, Kind
 from remediation_operator.sim.faultmix import FIXING_ACTIONS, Cause, FaultMix, Symptom
 from remediation_operator.sim.fleetspec import FleetSpec
+from remediation_operator.sim import agents
+from remediation_operator.sim.agents import AgentState
 from remediation_operator.sim.hosts import Host, HostFault, Publisher, node_name
 from remediation_operator.sim.jobs import Jobs
 from remediation_operator.sim.ledger import Ledger, Sample
@@ -131,6 +133,7 @@ class Simulation:
         self._rng_storms = random.Random(f"{seed}:storms")
         self._rng_actions = random.Random(f"{seed}:actions")
         self._rng_jobs = random.Random(f"{seed}:jobs")
+        self._rng_agents = random.Random(f"{seed}:agents")
         symptoms: list[Symptom] = [
             s.symptom for c in mix.causes for s in c.signals if s.symptom is not None
         ]
@@ -293,6 +296,10 @@ class Simulation:
         elif kind is Kind.Sample:
             self.samples.append(self.ledger.sample(self.now))
             self.agenda.push(self.now + self._sample_every, Kind.Sample)
+        elif kind is Kind.AgentBeat:
+            await self._agent_beat(arg, token)
+        elif kind is Kind.AgentFinds:
+            await self._agent_finds(arg, token)
 
     def _schedule_fault(self, after: float) -> None:
         if self._rate > 0:
@@ -313,6 +320,14 @@ class Simulation:
         host = self.hosts[slot]
         self._log("fault", host.name, f"{cause.name} ({symptom.reason if symptom else 'silent'})")
         self._interrupt(slot, by_remediation=False)
+        if cause.persistent and host.present and host.fault is not None and not host.rebooting:
+            # A second finding on a host that has a fault: the world keeps the first (a
+            # simplification), but a real agent reports it too, and its reason wins.
+            if agents.report(self.fleet.agent, host.agent, symptom) and self._publish(host):
+                self._refresh(host)
+                self._dispatch()
+                await self._reconcile((host.name,))
+                return
         if not cause.persistent or not host.present or host.fault is not None or host.rebooting:
             self._dispatch()
             return
@@ -339,6 +354,7 @@ class Simulation:
         )
         host.fault = fault
         host.tried.clear()
+        agents.report(self.fleet.agent, host.agent, symptom)
         if host.fault_since is None:
             host.fault_since = self.now
         if fault.clears_at is not None:
@@ -360,6 +376,11 @@ class Simulation:
                 return
         elif host.fault is None or host.fault.id != fault_id:
             return
+        if manual and host.present:
+            # The human's repair (a part swapped, the machine power-cycled) restarts the
+            # node's agent and device plugin; a transient fault that ended leaves what a real
+            # agent reported on the Node.
+            self._restart_agents(host, device_plugin=True)
         if host.fault is not None:
             host.fault = None
             if manual:
@@ -504,6 +525,16 @@ class Simulation:
             host.published.pop("Ready", None)
         fixed = self._judge(host, action)
         self._log("action-done", host.name, f"{action} {'fixed the fault' if fixed else 'done'}")
+        if action is Action.Reboot:
+            # Every pod restarted with the node, the agent's and the device plugin's too; a
+            # fault the reboot did not fix is met again as the driver initialises the GPU (an
+            # assumption the emulator shares, docs/emulator.md), so it is reported at once.
+            self._restart_agents(host, device_plugin=True, redetect=False)
+            if host.fault is not None:
+                agents.report(self.fleet.agent, host.agent, host.fault.symptom)
+        elif self.fleet.agent.sticky:
+            # Nothing on the Node changed: the operator waits for the agent's next re-send.
+            self._schedule_beat(host)
         self._publish(host)
         self._refresh(host)
         self._dispatch()
@@ -549,6 +580,9 @@ class Simulation:
         host.boot = 0
         host.present = True
         host.replacing = False
+        host.agent = AgentState()
+        host.agent_since = self.now
+        host.published_gpus = None
         host.unschedulable = False
         host.quarantined = False
         self._log("node-joined", host.name, "a replacement machine registered")
@@ -686,6 +720,70 @@ class Simulation:
             back = max(gone, durations.replace.draw(self._rng_actions).total_seconds())
             self._later(host, Work.MachineGone, gone)
             self._later(host, Work.SuccessorJoins, back)
+
+    # The node agents (sim/agents.py) ----------------------------------------------------------
+
+    def _restart_agents(
+        self, host: Host, *, agent: bool = True, device_plugin: bool, redetect: bool = True
+    ) -> None:
+        """The host's agent (and device plugin) restarted: it writes healthy at start and
+        forgets what it reported (NPD replays its lookback); with `redetect`, a fault still
+        present is found again after the fleet's `agentRedetect` (its next check)."""
+        profile = self.fleet.agent
+        if not profile.sticky:
+            return
+        fault = host.fault
+        if agent:
+            age = self.now - fault.started_at if fault is not None else None
+            agents.restart_agent(
+                profile, host.agent, fault.symptom if fault is not None else None, age
+            )
+            host.agent_since = self.now
+        if device_plugin:
+            agents.restart_device_plugin(host.agent)
+        if redetect and fault is not None and fault.symptom is not None:
+            took = self.fleet.agent_redetect.draw(self._rng_agents).total_seconds()
+            self.agenda.push(self.now + took, Kind.AgentFinds, host.slot, fault.id)
+
+    async def _agent_finds(self, slot: int, fault_id: int) -> None:
+        host = self.hosts[slot]
+        fault = host.fault
+        if fault is None or fault.id != fault_id or not host.present or host.rebooting:
+            return
+        changed = agents.report(self.fleet.agent, host.agent, fault.symptom)
+        self._log("agent-finds", host.name, "the fault is reported again")
+        if changed and self._publish(host):
+            self._refresh(host)
+            await self._reconcile((host.name,))
+
+    def _schedule_beat(self, host: Host) -> None:
+        """The host's agents re-send their conditions at their next heartbeat (each host beats
+        on its own phase of `agents.HEARTBEAT`)."""
+        period = agents.HEARTBEAT
+        phase = (host.slot * 7919) % int(period)
+        at = phase + period * math.ceil((self.now - phase) / period)
+        if at <= self.now:
+            at += period
+        self.agenda.push(at, Kind.AgentBeat, host.slot, host.incarnation)
+
+    async def _agent_beat(self, slot: int, incarnation: int) -> None:
+        host = self.hosts[slot]
+        if host.incarnation != incarnation or not host.present or host.rebooting:
+            return
+        self.cluster.advance(self.moment)
+        self.cluster.beat(host.name)
+        await self._reconcile((host.name,))
+
+    def restart_pods(self, node: str, device_plugin: bool, agent: bool) -> None:
+        """The operator deleted the agent's and/or the device plugin's pod on `node` (the
+        policy's verification after a repair): the DaemonSet's new pod is a restarted agent."""
+        host = self.host(node)
+        if host is None or not host.present:
+            return
+        self._restart_agents(host, agent=agent, device_plugin=device_plugin)
+        self._log("pods-restarted", host.name, "agent" if agent else "device plugin")
+        self._publish(host)
+        self._refresh(host)
 
     def _breakers(self, groups: frozenset[str]) -> None:
         """Count breaker openings and integrate the time breakers stay open."""
