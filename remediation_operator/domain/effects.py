@@ -9,9 +9,10 @@ and the clean-up of what an earlier Enforce incident did (`Release`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
-from remediation_operator.domain.policy import Action, PodRule, ReplaceProvider
+from remediation_operator.domain.policy import Action, PodRule, ReplaceProvider, RestartTarget
 from remediation_operator.domain.reasons import Reason
 
 
@@ -77,6 +78,18 @@ class RunExecutor:
 
 
 @dataclass(frozen=True)
+class RestartNodePods:
+    """Delete (a plain delete, not an eviction: their DaemonSet recreates them) the pods on
+    the node that `targets` select and that were created before `created_before`, the
+    instant the RestartPods step started. A pod created since is never deleted, so applying
+    this again after a crash restarts nothing twice (D71)."""
+
+    node: str
+    targets: tuple[RestartTarget, ...]
+    created_before: datetime
+
+
+@dataclass(frozen=True)
 class Replace:
     """Give the node back: delete its NodeClaim (Karpenter), the Node, or ask a human (Manual)."""
 
@@ -106,4 +119,13 @@ class Announce:
     group: str | None = None
 
 
-Effect = Cordon | Release | ProtectFromConsolidation | Evict | RunExecutor | Replace | Announce
+Effect = (
+    Cordon
+    | Release
+    | ProtectFromConsolidation
+    | Evict
+    | RunExecutor
+    | RestartNodePods
+    | Replace
+    | Announce
+)

@@ -105,6 +105,20 @@ class Progress(StrEnum):
 
 
 @dataclass(frozen=True)
+class NodePod:
+    """A pod on the node that a `validation.restartPods` entry selects, as the API shows it:
+    `target` is the entry's index; `created_at` its creationTimestamp; `ready` Running with
+    condition Ready=True; `deleting` a deletionTimestamp is set (it is terminating)."""
+
+    target: int
+    namespace: str
+    name: str
+    created_at: datetime
+    ready: bool
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
 class StepObservation:
     """What the engine learned about the current step that the NodeView does not show.
 

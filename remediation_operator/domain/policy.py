@@ -30,6 +30,10 @@ class Action(StrEnum):
     Diagnose = "Diagnose"
     """Not a rung: the collection of diagnostics the policy's `diagnostics` runs before a
     destructive step (Reboot, Replace) (docs/decisions.md D39)."""
+    RestartPods = "RestartPods"
+    """Not a rung: the restart of the pods that hold stale state on the node (the health
+    agent's, the device plugin's), after an in-place repair and before its validation
+    (`validation.restartPods`, docs/decisions.md D71)."""
 
 
 LADDER_ORDER: tuple[Action, ...] = (
@@ -278,10 +282,29 @@ class DrainOptions:
 
 
 @dataclass(frozen=True)
+class RestartTarget:
+    """Pods on the node that hold stale state about its GPUs (a sticky health agent, the
+    device plugin's unhealthy marks): those in `namespace` whose labels match `selector`."""
+
+    namespace: str
+    selector: LabelSelector
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return namespace == self.namespace and self.selector.matches(labels)
+
+    def describe(self) -> str:
+        """`namespace/key=value,...` as a person would write it for kubectl."""
+        terms = [f"{k}={v}" for k, v in sorted(self.selector.match_labels.items())]
+        terms += [f"{r.key} {r.operator} {list(r.values)}" for r in self.selector.match_expressions]
+        return f"{self.namespace}/{','.join(terms)}"
+
+
+@dataclass(frozen=True)
 class Validation:
     """An active check after an in-place repair, before the node returns to service.
 
-    After a GPUReset or Reboot (those in `after`) succeeds, a Job pinned to the node runs
+    After a GPUReset or Reboot (those in `after`) succeeds, the pods of `restart_pods` on the
+    node are restarted and must be back (D71), then a Job pinned to the node runs
     (`executor`; by default DCGM diagnostics at `level` with nvidia-smi checks). Pass:
     probation, then release. Fail or timeout: positive evidence, the ladder climbs at once.
     """
@@ -290,6 +313,7 @@ class Validation:
     level: int = DEFAULT_VALIDATION_LEVEL
     timeout: timedelta = DEFAULT_VALIDATION_TIMEOUT
     executor: ActionExecutor = field(default_factory=ActionExecutor)
+    restart_pods: tuple[RestartTarget, ...] = ()
 
 
 @dataclass(frozen=True)

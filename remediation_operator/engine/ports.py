@@ -26,9 +26,14 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from remediation_operator.domain.effects import EVERY_POD, DrainPlan, Severity
-from remediation_operator.domain.fleet import BreakerState, Progress
+from remediation_operator.domain.fleet import BreakerState, NodePod, Progress
 from remediation_operator.domain.planner import PolicySummary
-from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
+from remediation_operator.domain.policy import (
+    Action,
+    ActionExecutor,
+    ReplaceProvider,
+    RestartTarget,
+)
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, RemediationState
 
@@ -204,6 +209,12 @@ class ClusterPort(Protocol):
         has no NodeClaim, or the NodeClaim CRD is not installed)."""
         ...
 
+    async def node_pods(self, node: str, targets: Sequence[RestartTarget]) -> Sequence[NodePod]:
+        """The pods on `node` (spec.nodeName) that each of `targets` selects (its namespace, its
+        label selector), terminating ones included, each tagged with the index of the first
+        target that selects it. Raises NotFound if the node is gone."""
+        ...
+
     # Effects (one per domain.effects type, all idempotent) -----------------------------------
 
     async def cordon(self, node: str, fault: str, policy: str) -> None:
@@ -240,6 +251,15 @@ class ClusterPort(Protocol):
         executor: ActionExecutor,
     ) -> None:
         """Start the GPUReset/Reboot executor for this attempt (idempotent by name)."""
+        ...
+
+    async def restart_node_pods(
+        self, node: str, targets: Sequence[RestartTarget], created_before: datetime
+    ) -> None:
+        """Delete (plain DELETE, not eviction) each pod on `node` that one of `targets`
+        selects, was created before `created_before` and is not terminating already. A pod
+        created at or after `created_before` is left alone, so a repeat deletes nothing new.
+        Raises NotFound if the node is gone."""
         ...
 
     async def replace(self, node: str, provider: ReplaceProvider) -> None:

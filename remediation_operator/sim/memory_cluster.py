@@ -31,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from remediation_operator.domain.effects import EVERY_POD, DrainPlan
-from remediation_operator.domain.fleet import Progress
+from remediation_operator.domain.fleet import NodePod, Progress
 from remediation_operator.domain.policy import (
     Action,
     ActionExecutor,
     Executor,
     Policy,
     ReplaceProvider,
+    RestartTarget,
 )
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import RemediationState
@@ -81,6 +82,7 @@ __all__ = [
     "ExecutorScript",
     "MemoryCluster",
     "MemoryRecorder",
+    "NodeDaemon",
     "Pod",
 ]
 
@@ -107,6 +109,31 @@ class Pod:
     @property
     def evictable(self) -> bool:
         return not self.daemonset and not self.mirror and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class NodeDaemon:
+    """A DaemonSet with one pod on every node: a node health agent or the device plugin.
+
+    Deleting its pod on a node (`restart_node_pods`) is a restart of what it runs there: the
+    DaemonSet recreates the pod at once (creationTimestamp now), Ready `ready_after` later
+    (None: never, a pod that does not come back), and `on_restart(node, now)` is called, so
+    that the caller's model of the agent or plugin can forget what its process held (a sticky
+    condition, a GPU marked unhealthy): the hook the simulator's agents use (D71)."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    ready_after: timedelta | None = timedelta(0)
+    on_restart: Callable[[str, datetime], None] | None = None
+
+
+@dataclass
+class _DaemonPod:
+    daemon: NodeDaemon
+    name: str
+    created_at: datetime
+    ready_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -236,6 +263,12 @@ class MemoryCluster:
         self._views = NodeIndex()
         self._changed: set[str] = set()
         self._pods: dict[str, dict[str, Pod]] = {}
+        self._daemons: dict[str, NodeDaemon] = {}
+        self._daemon_pods: dict[str, dict[str, _DaemonPod]] = {}
+        """By node and daemon name: the daemon's pod there."""
+        self._pod_serial = itertools.count(1)
+        self.restarts: Counter[tuple[str, str]] = Counter()
+        """By (node, daemon name): how many times its pod there was deleted by the engine."""
         self._drain_attempted: set[str] = set()
         self._drain_blocked: set[str] = set()
         self._executions: dict[tuple[str, Action, int], Execution] = {}
@@ -325,6 +358,10 @@ class MemoryCluster:
             ]
         self._nodes[name] = obj
         self._pods.setdefault(name, {})
+        self._daemon_pods[name] = {
+            d.name: _DaemonPod(d, self._pod_name(d, name), created, created)
+            for d in self._daemons.values()
+        }
         self._set_condition(obj, "Ready", "True" if ready else "False", "KubeletReady", "")
         self._touch(name)
 
@@ -414,6 +451,7 @@ class MemoryCluster:
         self.silent.discard(node)
         self._views.pop(node, None)
         self._pods.pop(node, None)
+        self._daemon_pods.pop(node, None)
         self._replacements.pop(node, None)
         claim = self._claim_of.pop(node, None)
         if claim is not None:
@@ -453,6 +491,21 @@ class MemoryCluster:
 
     def pods(self, node: str) -> Sequence[Pod]:
         return tuple(self._pods.get(node, {}).values())
+
+    def add_daemon(self, daemon: NodeDaemon) -> None:
+        """Run `daemon` on every node, present and future (its pods Ready from the start)."""
+        self._daemons[daemon.name] = daemon
+        for node, pods in self._daemon_pods.items():
+            created = self.now
+            pods[daemon.name] = _DaemonPod(daemon, self._pod_name(daemon, node), created, created)
+
+    def daemon_pod(self, node: str, daemon: str) -> tuple[str, datetime, bool]:
+        """The name, creation time and readiness of `daemon`'s pod on `node`."""
+        pod = self._daemon_pods[node][daemon]
+        return pod.name, pod.created_at, pod.ready_at is not None and pod.ready_at <= self.now
+
+    def _pod_name(self, daemon: NodeDaemon, node: str) -> str:
+        return f"{daemon.name}-{node}-{next(self._pod_serial)}"
 
     # The caller's knobs: executors and replacements -----------------------------------------
 
@@ -528,6 +581,12 @@ class MemoryCluster:
         `heartbeat`, the next beat while a Remediation is open)."""
         dues = [e.due for e in self._pending.values() if e.due is not None]
         dues += [r.due for r in self._replacements.values() if r.due is not None]
+        dues += [
+            p.ready_at
+            for pods in self._daemon_pods.values()
+            for p in pods.values()
+            if p.ready_at is not None and p.ready_at > self.now
+        ]
         if self.heartbeat is not None and any(
             not r.state.terminal and r.state.node not in self.silent for r in self._records.values()
         ):
@@ -724,6 +783,46 @@ class MemoryCluster:
             obj["metadata"]["annotations"][AGENT_REQUEST] = f"{action}:{remediation}:{attempt}"
             self._touch(node)
         self._count("run_executor", node, True)
+
+    async def node_pods(self, node: str, targets: Sequence[RestartTarget]) -> Sequence[NodePod]:
+        self._enter("node_pods")
+        if node not in self._nodes:
+            raise NotFound(f"node {node} not found")
+        found: list[NodePod] = []
+        for pod in self._daemon_pods.get(node, {}).values():
+            daemon = pod.daemon
+            index = next(
+                (i for i, t in enumerate(targets) if t.selects(daemon.namespace, daemon.labels)),
+                None,
+            )
+            if index is None:
+                continue
+            ready = pod.ready_at is not None and pod.ready_at <= self.now
+            found.append(NodePod(index, daemon.namespace, pod.name, pod.created_at, ready))
+        return found
+
+    async def restart_node_pods(
+        self, node: str, targets: Sequence[RestartTarget], created_before: datetime
+    ) -> None:
+        self._enter("restart_node_pods")
+        if node not in self._nodes:
+            raise NotFound(f"node {node} not found")
+        pods = self._daemon_pods.setdefault(node, {})
+        restarted = False
+        for name, pod in list(pods.items()):
+            daemon = pod.daemon
+            if pod.created_at >= created_before:
+                continue
+            if not any(t.selects(daemon.namespace, daemon.labels) for t in targets):
+                continue
+            # The DaemonSet controller recreates the pod on the node at once.
+            ready = None if daemon.ready_after is None else self.now + daemon.ready_after
+            pods[name] = _DaemonPod(daemon, self._pod_name(daemon, node), self.now, ready)
+            self.restarts[(node, daemon.name)] += 1
+            restarted = True
+            if daemon.on_restart is not None:
+                daemon.on_restart(node, self.now)
+        self._count("restart_node_pods", node, restarted)
 
     async def replace(self, node: str, provider: ReplaceProvider) -> None:
         self._enter("replace")
