@@ -55,6 +55,37 @@ internal/rm/health.go); every other critical XID marks the GPU unhealthy for the
 plugin's process."""
 
 
+@dataclass(frozen=True)
+class Daemon:
+    """Where an agent's DaemonSet pods run and how they are labelled, as the real installs do
+    (the policy's `validation.restartPods` selects them)."""
+
+    namespace: str
+    name: str
+    labels: tuple[tuple[str, str], ...]
+
+
+EKS_AGENT = Daemon(
+    "kube-system",
+    "eks-node-monitoring-agent",
+    (("app.kubernetes.io/name", "eks-node-monitoring-agent"),),
+)
+"""The EKS add-on `eks-node-monitoring-agent` (its chart's DaemonSet labels)."""
+NPD_AGENT = Daemon(
+    "remediation-system",
+    "node-problem-detector",
+    (("app.kubernetes.io/name", "remediation-operator-node-problem-detector"),),
+)
+"""Our chart's node-problem-detector (templates/npd-configmap.yaml, `npdSelectorLabels`)."""
+DEVICE_PLUGIN = Daemon(
+    "gpu-operator", "nvidia-device-plugin", (("app", "nvidia-device-plugin-daemonset"),)
+)
+"""The GPU Operator's device plugin DaemonSet (`app=nvidia-device-plugin-daemonset`)."""
+POD_START = 30.0
+"""Seconds from a daemon pod's deletion until its successor is Ready (ASSUMPTION: the image is
+cached on the node; the container starts and passes its readiness check)."""
+
+
 class AgentProfile(StrEnum):
     eks = "eks"
     npd = "npd"
@@ -63,6 +94,11 @@ class AgentProfile(StrEnum):
     @property
     def sticky(self) -> bool:
         return self is not AgentProfile.kind
+
+    @property
+    def daemon(self) -> Daemon | None:
+        """The agent's own DaemonSet (None: the kind agent is no pod anyone restarts)."""
+        return {AgentProfile.eks: EKS_AGENT, AgentProfile.npd: NPD_AGENT}.get(self)
 
 
 def xid_of(reason: str) -> int | None:

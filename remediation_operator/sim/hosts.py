@@ -194,14 +194,10 @@ class Publisher:
     def created(self, host: Host) -> datetime:
         return self._start + timedelta(seconds=host.created_at)
 
-    def shown(
-        self, host: Host, storm_symptom: Symptom | None
-    ) -> dict[str, tuple[str, str, str]]:
+    def shown(self, host: Host, storm_symptom: Symptom | None) -> dict[str, tuple[str, str, str]]:
         """The conditions (type -> status, reason, message) the host's agents publish now."""
         shown = dict(self._always)
-        shown[READY] = (
-            self._healthy[READY] if host.ready else ("Unknown", "NodeStatusUnknown", "")
-        )
+        shown[READY] = self._healthy[READY] if host.ready else ("Unknown", "NodeStatusUnknown", "")
         if host.storm and storm_symptom is not None:
             # A broken checker's false positives (not sticky: see docs/simulator.md).
             shown[storm_symptom.type] = _kind(storm_symptom)
@@ -214,6 +210,21 @@ class Publisher:
         elif host.fault is not None and host.fault.symptom is not None:
             shown[host.fault.symptom.type] = _kind(host.fault.symptom)
         return shown
+
+    @property
+    def beating(self) -> frozenset[str]:
+        """Agent conditions written with `beating_until` (a `staleAfter` rule watches them)."""
+        return frozenset(t for t in self._always if t != READY)
+
+    def beat(self, host: Host, cluster: MemoryCluster) -> None:
+        """The host's agents re-send every condition unchanged: seen now, and those a
+        `staleAfter` rule watches beat on again until the end (after `hold_heartbeat`)."""
+        cluster.beat(host.name)
+        for type_ in sorted(self.beating):
+            status, reason, message = host.published.get(type_, self._healthy[type_])
+            cluster.set_condition(
+                host.name, type_, status, reason, message, beating_until=self._beat
+            )
 
     def allocatable(self, host: Host) -> int:
         """`nvidia.com/gpu` the device plugin advertises: capacity less the GPUs it marked."""

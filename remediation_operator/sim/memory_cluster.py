@@ -400,6 +400,17 @@ class MemoryCluster:
         self._set_condition(obj, type_, status, reason, message, heartbeat, beating_until)
         self._touch(node)
 
+    def hold_heartbeat(self, node: str, types: Iterable[str], last_beat: datetime) -> None:
+        """The agents of `node` beat on their own period, not continuously: until the next
+        `beat`, the conditions `types` (set with `beating_until`) count as last seen at
+        `last_beat`, their agent's latest heartbeat (the simulator, after a repair)."""
+        live = self._live.get(node, {})
+        observed = self._observed.setdefault(node, {})
+        for type_ in types:
+            if live.pop(type_, None) is not None:
+                observed[type_] = last_beat
+        self._touch(node)
+
     def set_gpus(self, node: str, capacity: int, allocatable: int) -> None:
         """The device plugin's `nvidia.com/gpu` as the kubelet shows it: `capacity` the GPUs
         the node has, `allocatable` those the plugin calls healthy."""

@@ -37,17 +37,16 @@ from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.engine import reconciler
 from remediation_operator.engine.reconciler import Reconciled
-from remediation_operator.sim import losses
+from remediation_operator.sim import agents, losses
 from remediation_operator.sim import report as reports
+from remediation_operator.sim.agents import AgentState
 from remediation_operator.sim.events import Agenda, Kind
 from remediation_operator.sim.faultmix import FIXING_ACTIONS, Cause, FaultMix, Symptom
 from remediation_operator.sim.fleetspec import FleetSpec
-from remediation_operator.sim import agents
-from remediation_operator.sim.agents import AgentState
 from remediation_operator.sim.hosts import Host, HostFault, Publisher, node_name
 from remediation_operator.sim.jobs import Jobs
 from remediation_operator.sim.ledger import Ledger, Sample
-from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorder
+from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorder, NodeDaemon
 from remediation_operator.sim.timeline import Timeline
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -227,6 +226,19 @@ class Simulation:
     # Setup -------------------------------------------------------------------------------------
 
     def _build_fleet(self) -> None:
+        profile = self.fleet.agent
+        if profile.daemon is not None:
+            # The agent's and the device plugin's pods, which the operator may restart.
+            for daemon, agent in ((profile.daemon, True), (agents.DEVICE_PLUGIN, False)):
+                self.cluster.add_daemon(
+                    NodeDaemon(
+                        daemon.namespace,
+                        daemon.name,
+                        dict(daemon.labels),
+                        ready_after=timedelta(seconds=agents.POD_START),
+                        on_restart=self._pod_restarted(agent),
+                    )
+                )
         for slot in range(self.fleet.nodes):
             host = Host(
                 slot=slot,
@@ -320,14 +332,19 @@ class Simulation:
         host = self.hosts[slot]
         self._log("fault", host.name, f"{cause.name} ({symptom.reason if symptom else 'silent'})")
         self._interrupt(slot, by_remediation=False)
-        if cause.persistent and host.present and host.fault is not None and not host.rebooting:
-            # A second finding on a host that has a fault: the world keeps the first (a
-            # simplification), but a real agent reports it too, and its reason wins.
-            if agents.report(self.fleet.agent, host.agent, symptom) and self._publish(host):
-                self._refresh(host)
-                self._dispatch()
-                await self._reconcile((host.name,))
-                return
+        # A second finding on a host that has a fault: the world keeps the first (a
+        # simplification), but a real agent reports it too, and its reason wins.
+        second = cause.persistent and host.present and host.fault is not None
+        if (
+            second
+            and not host.rebooting
+            and agents.report(self.fleet.agent, host.agent, symptom)
+            and self._publish(host)
+        ):
+            self._refresh(host)
+            self._dispatch()
+            await self._reconcile((host.name,))
+            return
         if not cause.persistent or not host.present or host.fault is not None or host.rebooting:
             self._dispatch()
             return
@@ -376,11 +393,6 @@ class Simulation:
                 return
         elif host.fault is None or host.fault.id != fault_id:
             return
-        if manual and host.present:
-            # The human's repair (a part swapped, the machine power-cycled) restarts the
-            # node's agent and device plugin; a transient fault that ended leaves what a real
-            # agent reported on the Node.
-            self._restart_agents(host, device_plugin=True)
         if host.fault is not None:
             host.fault = None
             if manual:
@@ -388,6 +400,11 @@ class Simulation:
                 self._log("manual-repair", host.name, "a human repaired the host")
             else:
                 self._log("fault-cleared", host.name, "the transient fault ended")
+        if manual and host.present:
+            # The human's repair (a part swapped, the machine power-cycled) restarts the
+            # node's agent and device plugin; a transient fault that ended leaves what a real
+            # agent reported on the Node.
+            self._restart_agents(host, device_plugin=True)
         if manual and host.unschedulable and host.name not in self.active and host.present:
             # The human who repaired a node left cordoned for them returns it to service.
             self.cluster.advance(self.moment)
@@ -526,12 +543,12 @@ class Simulation:
         fixed = self._judge(host, action)
         self._log("action-done", host.name, f"{action} {'fixed the fault' if fixed else 'done'}")
         if action is Action.Reboot:
-            # Every pod restarted with the node, the agent's and the device plugin's too; a
-            # fault the reboot did not fix is met again as the driver initialises the GPU (an
-            # assumption the emulator shares, docs/emulator.md), so it is reported at once.
-            self._restart_agents(host, device_plugin=True, redetect=False)
-            if host.fault is not None:
-                agents.report(self.fleet.agent, host.agent, host.fault.symptom)
+            # Every pod restarted with the node, the agent's and the device plugin's too: the
+            # agent writes healthy at start and finds a fault the reboot did not fix at its
+            # next check (`agentRedetect`).
+            self._restart_agents(host, device_plugin=True)
+            if self.fleet.agent.sticky:
+                self.publisher.beat(host, self.cluster)  # the agents start and write
         elif self.fleet.agent.sticky:
             # Nothing on the Node changed: the operator waits for the agent's next re-send.
             self._schedule_beat(host)
@@ -757,33 +774,46 @@ class Simulation:
             await self._reconcile((host.name,))
 
     def _schedule_beat(self, host: Host) -> None:
-        """The host's agents re-send their conditions at their next heartbeat (each host beats
-        on its own phase of `agents.HEARTBEAT`)."""
+        """Nothing the agents show changed: the operator sees the conditions again at their
+        next heartbeat (each host beats on its own phase of `agents.HEARTBEAT`), and until
+        then as last seen at the previous one."""
         period = agents.HEARTBEAT
         phase = (host.slot * 7919) % int(period)
-        at = phase + period * math.ceil((self.now - phase) / period)
-        if at <= self.now:
-            at += period
-        self.agenda.push(at, Kind.AgentBeat, host.slot, host.incarnation)
+        last = phase + period * math.floor((self.now - phase) / period)
+        self.cluster.hold_heartbeat(
+            host.name, self.publisher.beating, self.start + timedelta(seconds=last)
+        )
+        self.agenda.push(last + period, Kind.AgentBeat, host.slot, host.incarnation)
 
     async def _agent_beat(self, slot: int, incarnation: int) -> None:
         host = self.hosts[slot]
-        if host.incarnation != incarnation or not host.present or host.rebooting:
+        if host.incarnation != incarnation or not host.present:
+            return
+        if host.rebooting:  # no agent runs: it beats again when the node is back
             return
         self.cluster.advance(self.moment)
-        self.cluster.beat(host.name)
+        self.publisher.beat(host, self.cluster)
         await self._reconcile((host.name,))
 
-    def restart_pods(self, node: str, device_plugin: bool, agent: bool) -> None:
-        """The operator deleted the agent's and/or the device plugin's pod on `node` (the
-        policy's verification after a repair): the DaemonSet's new pod is a restarted agent."""
+    def _pod_restarted(self, agent: bool) -> Callable[[str, datetime], None]:
+        def restarted(node: str, _at: datetime) -> None:
+            self.restart_pods(node, agent=agent, device_plugin=not agent)
+
+        return restarted
+
+    def restart_pods(self, node: str, *, agent: bool, device_plugin: bool) -> None:
+        """The operator deleted the agent's or the device plugin's pod on `node` (the policy's
+        verification after a repair, D71): the DaemonSet's new pod is a restarted process. It
+        writes at start (the EKS agent: healthy; the plugin: every GPU healthy), and the node
+        is looked at again when the pod is Ready."""
         host = self.host(node)
         if host is None or not host.present:
             return
         self._restart_agents(host, agent=agent, device_plugin=device_plugin)
-        self._log("pods-restarted", host.name, "agent" if agent else "device plugin")
+        self._log("pod-restarted", host.name, "agent" if agent else "device plugin")
         self._publish(host)
         self._refresh(host)
+        self.agenda.push(self.now + agents.POD_START, Kind.AgentBeat, host.slot, host.incarnation)
 
     def _breakers(self, groups: frozenset[str]) -> None:
         """Count breaker openings and integrate the time breakers stay open."""
@@ -817,6 +847,7 @@ class Simulation:
         if not host.present:
             return False
         symptom = self._storm_symptoms.get(host.storm) if host.storm else None
+        self.cluster.advance(self.moment)  # a write is seen when it happens
         changed = self.publisher.publish(host, symptom, self.cluster)
         if host.symptomatic:
             self._symptomatic.add(host.name)
