@@ -32,7 +32,8 @@ def test_the_eks_agent_keeps_the_newest_reason_and_appends_the_messages() -> Non
     assert agents.report(AgentProfile.eks, state, XID63)
     shown = state.reported["AcceleratedHardwareReady"]
     assert shown.reason == "NvidiaXID63Error"
-    assert "detected XID-48 on" in shown.message and "detected XID-63 on" in shown.message
+    assert "detected XID-48 on" in shown.message
+    assert "detected XID-63 on" in shown.message
     assert state.marked_gpus == 1  # the device plugin marked the GPU at the XID 48
     assert not agents.report(AgentProfile.eks, state, XID63)  # same finding: nothing new
 
@@ -148,5 +149,6 @@ def test_the_device_plugin_mark_shows_on_allocatable_until_a_restart(mix: FaultM
     view = sim.cluster.views()[host.name]
     assert (view.gpu_capacity, view.gpu_allocatable) == (8, 8)
     # The agent's condition is the agent's: the plugin's restart left it as it was.
-    assert view.condition("AcceleratedHardwareReady") is not None
-    assert view.condition("AcceleratedHardwareReady").status == "False"
+    condition = view.condition("AcceleratedHardwareReady")
+    assert condition is not None
+    assert condition.status == "False"
