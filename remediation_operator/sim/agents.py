@@ -72,11 +72,12 @@ EKS_AGENT = Daemon(
 )
 """The EKS add-on `eks-node-monitoring-agent` (its chart's DaemonSet labels)."""
 NPD_AGENT = Daemon(
-    "remediation-system",
+    "remediation-system-node-problem-detector",
     "node-problem-detector",
     (("app.kubernetes.io/name", "remediation-operator-node-problem-detector"),),
 )
-"""Our chart's node-problem-detector (templates/npd-configmap.yaml, `npdSelectorLabels`)."""
+"""Our chart's node-problem-detector (templates/npd-configmap.yaml, `npdSelectorLabels`),
+installed as release remediation-operator in namespace remediation-system."""
 DEVICE_PLUGIN = Daemon(
     "gpu-operator", "nvidia-device-plugin", (("app", "nvidia-device-plugin-daemonset"),)
 )
