@@ -56,6 +56,7 @@ MAX_RETRIES = 100
 MAX_EPISODES = 1000
 MAX_RATE = 10_000
 MAX_POD_RULES = 32
+MAX_RESTART_PODS = 8
 MAX_WEIGHT = 100
 MAX_OVERLAPPED_BY = 10
 """How many owning policies `status.overlappedBy` lists (the count is `overlappedNodes`)."""
@@ -548,6 +549,34 @@ class Diagnostics(SpecModel):
     kernel log and DCGM output to `REMEDIATION_DIAGNOSTICS_DIR`)."""
 
 
+class RestartPods(SpecModel):
+    """Pods on the node that keep stale state about its GPUs until they restart: a sticky
+    health agent (the EKS node monitoring agent writes its condition healthy only when it
+    starts; node-problem-detector keeps a kernel-log condition until it restarts) or the
+    NVIDIA device plugin (it keeps a GPU it saw fail unhealthy for the life of its process).
+    After a repair in `after`, the operator deletes those on the node (a plain delete: their
+    DaemonSet recreates them), waits until each entry that had a pod there has a new one
+    Running and Ready, and only then validates."""
+
+    model_config = _rules(
+        {
+            "rule": "(has(self.podSelector.matchLabels) && size(self.podSelector.matchLabels) > 0)"
+            " || (has(self.podSelector.matchExpressions)"
+            " && size(self.podSelector.matchExpressions) > 0)",
+            "message": "must select something: an empty selector would restart every pod of"
+            " the namespace on the node",
+            "fieldPath": ".podSelector",
+        },
+    )
+
+    namespace: DnsLabel
+    """The pods' namespace (e.g. `kube-system` for the EKS node monitoring agent,
+    `gpu-operator` for the GPU Operator's device plugin)."""
+    pod_selector: LabelSelector
+    """The pods' labels (e.g. `app.kubernetes.io/name: eks-node-monitoring-agent`); must not
+    be empty. An entry whose pods do not run on the node has nothing to restart there."""
+
+
 class Validation(SpecModel):
     """Validation before return to service: after an in-place repair succeeds, a Job pinned to
     the node checks it before probation. Pass: probation (`recovery.healthyFor`), then release.
@@ -588,6 +617,13 @@ class Validation(SpecModel):
     Absent: `validate.yaml` of `--job-templates` (the chart ships DCGM diagnostics plus
     `nvidia-smi` checks); with neither, the validation cannot run (ValidationNotRun). The
     pod gets `nodeName`, tolerations for our taint and the cordon."""
+    restart_pods: list[RestartPods] = Field(default=[], max_length=MAX_RESTART_PODS)
+    """Before the validation, restart these pods on the node (its health agent, its device
+    plugin) and wait until they are back Ready, bounded by `timeout`. Not back in time: no
+    verdict, the node stays cordoned with reason NodePodsNotBack and nothing climbs. With a
+    restart, a fault the node still shows after the validation passed counts only once its
+    agent reported it again (else the node stays cordoned with reason NoFreshReport), and
+    the node returns to service only when it advertises all its GPUs."""
 
 
 class RemediationPolicySpec(SpecModel):

@@ -273,6 +273,10 @@ def _validation(model: Validation | None) -> domain.Validation | None:
         level=model.level,
         timeout=durations.parse(model.timeout),
         executor=domain.ActionExecutor(model.executor, model.job_template, level),
+        restart_pods=tuple(
+            domain.RestartTarget(entry.namespace, _selector(entry.pod_selector))
+            for entry in model.restart_pods
+        ),
     )
 
 

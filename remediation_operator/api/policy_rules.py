@@ -21,7 +21,9 @@ the schema, and each names the field to change:
 - `validation.after` and `diagnostics.before` name each action once (their schema enums
   allow GPUReset/Reboot and Reboot/Replace);
 - `validation.timeout` and `diagnostics.timeout` are longer than 0s (a check given no time
-  gives no verdict, issue 22).
+  gives no verdict, issue 22);
+- a `validation.restartPods[].podSelector` selects something (empty would restart every pod
+  of its namespace on the node, D71).
 """
 
 from __future__ import annotations
@@ -76,6 +78,18 @@ def check(spec: RemediationPolicySpec, prefix: str = "spec") -> list[FieldError]
             )
     if spec.validation is not None:
         errors += _twice(spec.validation.after, f"{prefix}.validation.after")
+        for i, entry in enumerate(spec.validation.restart_pods):
+            path = f"{prefix}.validation.restartPods[{i}].podSelector"
+            selector = entry.pod_selector
+            if not selector.match_labels and not selector.match_expressions:
+                errors.append(
+                    FieldError(
+                        path,
+                        "must select something: an empty selector would restart every pod"
+                        " of the namespace on the node",
+                    )
+                )
+            errors += _selector(selector, path)
     if spec.diagnostics is not None:
         errors += _twice(spec.diagnostics.before, f"{prefix}.diagnostics.before")
     return errors

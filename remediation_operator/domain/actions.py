@@ -21,6 +21,7 @@ from remediation_operator.domain.effects import (
     Effect,
     Evict,
     Replace,
+    RestartNodePods,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import NodeView, Progress, StepObservation
@@ -58,6 +59,8 @@ class Start:
     """Drain only: which pods, and how (`domain/drain.py`)."""
     boot_id: str = ""
     """Reboot only: the bootID the node had when the step started."""
+    started_at: datetime | None = None
+    """RestartPods only: when the step started (pods created since are not deleted)."""
 
 
 def _observed(obs: StepObservation | None) -> Outcome | None:
@@ -123,6 +126,13 @@ class Meaning:
         return min(max(now - started_at, PACE_BASE), PACE_CAP)
 
 
+def _restart(start: Start) -> Effect:
+    config = start.policy.validation
+    assert start.started_at is not None
+    targets = config.restart_pods if config is not None else ()
+    return RestartNodePods.started(start.node, targets, start.started_at)
+
+
 def _executor(start: Start, action: Action) -> Effect:
     boot = start.boot_id if action is Action.Reboot else ""
     return RunExecutor(start.node, start.remediation, action, start.attempt, boot)
@@ -175,6 +185,17 @@ ACTIONS: Mapping[Action, Meaning] = {
         done=_reported,
         checks_repair=True,
     ),
+    Action.RestartPods: Meaning(
+        Action.RestartPods,
+        in_place=True,
+        start=lambda s: _restart(s),
+        # Applied again only while an old pod is not deleted (a crash between the record and
+        # the effect): the effect never deletes a pod created since the step started.
+        reissue=Reissue.UntilStarted,
+        done=_reported,
+        fixed_pace=timedelta(seconds=5),
+        checks_repair=True,
+    ),
     Action.Diagnose: Meaning(
         Action.Diagnose,
         in_place=False,
@@ -185,7 +206,8 @@ ACTIONS: Mapping[Action, Meaning] = {
     ),
 }
 """Every action of the ladder (LADDER_ORDER), one entry each, the validation that may follow
-an in-place repair (`domain/validation.py`) and the diagnostics that may precede a destructive
+an in-place repair (`domain/validation.py`) and the restart of stale pods before it
+(`domain/restarting.py`) and the diagnostics that may precede a destructive
 step (`domain/diagnosing.py`)."""
 
 

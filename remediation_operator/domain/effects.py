@@ -88,6 +88,15 @@ class RestartNodePods:
     targets: tuple[RestartTarget, ...]
     created_before: datetime
 
+    @classmethod
+    def started(
+        cls, node: str, targets: tuple[RestartTarget, ...], started_at: datetime
+    ) -> RestartNodePods:
+        """The restart of a step started at `started_at`, in whole seconds: the API's
+        creationTimestamp has one-second resolution, so a pod recreated within the second
+        the step started reads as created at that second, never before it."""
+        return cls(node, targets, started_at.replace(microsecond=0))
+
 
 @dataclass(frozen=True)
 class Replace:

@@ -28,7 +28,12 @@ from remediation_operator.domain.context import Context
 from remediation_operator.domain.fleet import BreakerState, Condition, NodeView
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.reasons import Reason
-from remediation_operator.domain.remediation import ObservedCondition, Outcome, RemediationState
+from remediation_operator.domain.remediation import (
+    ObservedCondition,
+    Outcome,
+    RemediationState,
+    StepRecord,
+)
 
 APPROVE_ANNOTATION = remediation.APPROVE_ANNOTATION
 
@@ -78,14 +83,27 @@ Cordon or a Drain changes nothing on the hardware, so the evidence that started 
 stands after them (D60)."""
 
 
+def _boundary(record: StepRecord) -> datetime | None:
+    """When `record` made earlier evidence old: a repair when it ended; a restart of the
+    node's agents (RestartPods, D71) when it began (what they showed before it is their old
+    processes' word, and what they report after it may come before the step ends)."""
+    if record.action is Action.RestartPods:
+        return record.started_at
+    if record.action in REPAIRS:
+        return record.finished_at
+    return None
+
+
 def evidence_ended(state: RemediationState) -> datetime | None:
-    """When the incident's last repair step (attempt: GPUReset, Reboot) ended; None: none did.
-    A DryRun step changed nothing on the node, so it leaves the evidence as it was."""
+    """When the incident's last repair step (attempt: GPUReset, Reboot) ended, or the pods of
+    its agents were last restarted after it (D71); None: neither happened. A DryRun step
+    changed nothing on the node, so it leaves the evidence as it was."""
     if state.dry_run:
         return None
     for record in reversed(state.steps):
-        if record.action in REPAIRS and record.finished_at is not None:
-            return record.finished_at
+        boundary = _boundary(record)
+        if boundary is not None:
+            return boundary
     return None
 
 
@@ -116,7 +134,7 @@ def evidence(ctx: Context, req: Request) -> Hold | None:
     ended = evidence_ended(req.state)
     if ended is None:
         return None
-    last = next(r.action for r in reversed(req.state.steps) if r.finished_at == ended)
+    last = next(r.action for r in reversed(req.state.steps) if _boundary(r) == ended)
     seen = found.observed_at
     if seen is not None and seen <= ended:
         return Hold(

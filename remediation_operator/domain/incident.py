@@ -24,6 +24,7 @@ from remediation_operator.domain import (
     ladder,
     matching,
     messages,
+    restarting,
     stage,
     validation,
 )
@@ -341,8 +342,26 @@ def _after_step(
     """The current step is over: probation, resume it, wait to escalate, or the next step."""
     now = ctx.now
     if validation.due(ctx, state):
-        # An in-place repair succeeded: check the node before anything else (D37).
+        # An in-place repair succeeded: check the node before anything else (D37), after
+        # restarting what holds stale state on it (D71).
+        return validation.verify(ctx, state, node, found)
+    if state.step is Action.RestartPods and _step_outcome(state) is Outcome.Succeeded:
+        # The node's agents and device plugin run afresh: the validation now (D71).
         return validation.begin(ctx, state, node, found)
+    if restarting.not_back(state):
+        # Restarted pods did not come back: no verdict on the repair, held like a
+        # validation that could not run (D53, D71), unless the fault is reported again.
+        if not gates.fresh_evidence(ctx, state, node, found):
+            return replace(
+                state,
+                phase=Phase.Blocked,
+                reason=Reason.NodePodsNotBack,
+                next_check_at=ctx.fallback(state, Reason.NodePodsNotBack),
+            ), True
+        nxt = ladder.next_after(fault.ladder, validation.reached(state), skip_to(ctx, state))
+        if nxt is None:
+            return exhausted(ctx, state, fault, found), True
+        return start(ctx, state, node, fault, found, nxt, escalating=True)
     caught = validation.caught(state)
     if validation.not_run(state):
         # The validation gave no verdict: the node stays cordoned for a human (D53). Only
@@ -361,7 +380,7 @@ def _after_step(
     if found is None and not caught and following.unverified(ctx, state):
         # The fault reads absent after a repair that was not verified (it failed, or was
         # interrupted): an active check decides, not the condition alone (D59).
-        return validation.begin(ctx, state, node, found)
+        return validation.verify(ctx, state, node, found)
     if found is None and not caught:
         message = messages.fault_cleared(state.fault)
         ctx.announce(state, Reason.FaultCleared, message)
@@ -377,9 +396,23 @@ def _after_step(
         return start(ctx, state, node, fault, found, after, escalating=True)
     index = ladder.index_of(fault.ladder, position)
     outcome = _step_outcome(state)
-    if outcome is Outcome.Cancelled and state.step is Action.Validate and ctx.policy.validation:
-        # An interrupted validation (a record written without its outcome) runs again.
-        return validation.begin(ctx, state, node, found)
+    if (
+        outcome is Outcome.Cancelled
+        and state.step in (Action.Validate, Action.RestartPods)
+        and ctx.policy.validation
+    ):
+        # An interrupted validation or restart (a record written without its outcome) runs
+        # again; pods restarted since the repair are not restarted twice.
+        return validation.verify(ctx, state, node, found)
+    if (
+        state.step is Action.Validate
+        and outcome is Outcome.Succeeded
+        and restarting.restarted_at(state) is not None
+        and not gates.fresh_evidence(ctx, state, node, found)
+    ):
+        # Validation passed and the fault is still shown, but not reported since its agent
+        # restarted: the old process's word is no verdict; held until the agent reports (D71).
+        return _no_fresh_report(ctx, state, found), True
     if outcome is Outcome.Cancelled and index is not None:
         # Interrupted (the fault had cleared): the same step carries on.
         last = state.steps[-1] if state.steps else None
@@ -415,6 +448,24 @@ def _after_step(
     if nxt is None:
         return exhausted(ctx, state, fault, found), True
     return start(ctx, state, node, fault, found, nxt, escalating=True)
+
+
+def _no_fresh_report(
+    ctx: Context, state: RemediationState, found: matching.Match | None
+) -> RemediationState:
+    since = restarting.restarted_at(state)
+    assert since is not None
+    assert found is not None
+    message = messages.no_fresh_report(found.condition_type, since, ctx.now)
+    if state.reason is not Reason.NoFreshReport:
+        ctx.announce(state, Reason.NoFreshReport, message, Severity.Warning)
+    return replace(
+        state,
+        phase=Phase.Blocked,
+        reason=Reason.NoFreshReport,
+        message=message,
+        next_check_at=ctx.fallback(state, Reason.NoFreshReport),
+    )
 
 
 def exhausted(

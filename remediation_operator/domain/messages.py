@@ -88,9 +88,14 @@ def unknown_until_held(
     )
 
 
+def _ended(last: Action) -> str:
+    """A restart of the node's pods makes earlier evidence old when it begins (D71)."""
+    return f"{last} began" if last is Action.RestartPods else f"{last} ended"
+
+
 def evidence_predates(last: Action, seen: datetime, ended: datetime, now: datetime) -> str:
     return (
-        f"the fault was last seen changing at {clock(seen, now)}, before {last} ended at"
+        f"the fault was last seen changing at {clock(seen, now)}, before {_ended(last)} at"
         f" {clock(ended, now)}; a disruptive step needs the fault reported again after the"
         " previous one, and the agent's next report wakes it"
     )
@@ -98,7 +103,7 @@ def evidence_predates(last: Action, seen: datetime, ended: datetime, now: dateti
 
 def evidence_not_renewed(last: Action, ended: datetime, now: datetime) -> str:
     return (
-        f"the fault's condition has not been reported again since {last} ended at"
+        f"the fault's condition has not been reported again since {_ended(last)} at"
         f" {clock(ended, now)} (same heartbeat and transition); a disruptive step needs the"
         " fault reported again after the previous one, and the agent's next report wakes it"
     )
@@ -546,4 +551,51 @@ def diagnostics_failed(target: Action, location: str, took: timedelta, detail: s
     return (
         f"Diagnostics for {location} failed after {durations.format(took)}{said};"
         f" {target} goes on without them."
+    )
+
+
+# ------------------------------------------------------------------- restart before validation
+
+
+def restarting_node_pods(repaired: Action, selectors: Sequence[str], wait: str) -> str:
+    return (
+        f"{repaired} succeeded; restarting the pods that hold stale state on the node"
+        f" ({', '.join(selectors)}) before validating it; {wait}."
+    )
+
+
+def node_pods_restarting(detail: str, wait: str) -> str:
+    said = f" ({detail})" if detail else ""
+    return f"Restarting the pods that hold stale state on the node{said}; {wait}."
+
+
+def node_pods_waiting(waiting: Sequence[str]) -> str:
+    return f"waiting for {'; '.join(waiting)}"
+
+
+def node_pods_back(pods: Sequence[str], absent: Sequence[str]) -> str:
+    back = f"new pods Ready: {', '.join(pods)}" if pods else "nothing to restart"
+    none = f"; no pod of {', '.join(absent)} runs on this node" if absent else ""
+    return f"{back}{none}"
+
+
+def node_pods_restarted(detail: str, took: timedelta) -> str:
+    return f"Pods restarted in {durations.format(took)} ({detail}); validating the node next."
+
+
+def node_pods_not_back(waiting: str, took: timedelta) -> str:
+    return (
+        f"The restarted pods were not back Ready within {durations.format(took)} ({waiting}):"
+        " no verdict on the repair, so the node stays cordoned and nothing climbs; check the"
+        " DaemonSet of those pods on this node, then uncordon the node to return it, or let"
+        " the fault's return move the ladder on."
+    )
+
+
+def no_fresh_report(condition: str, since: datetime, now: datetime) -> str:
+    return (
+        f"Validation passed, but {condition} has not been reported again since its agent was"
+        f" restarted at {clock(since, now)}: the report before the restart says nothing about"
+        " the repair, so the node stays cordoned until the agent reports (check its pod on"
+        " this node)."
     )

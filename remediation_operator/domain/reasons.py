@@ -144,3 +144,20 @@ class Reason(StrEnum):
     """The node now shows a more severe fault of the policy than the incident followed: the
     incident moves onto that fault's ladder after the furthest rung it reached (nothing that
     succeeded runs again)."""
+
+    # Added with verification after a repair (issue 21, D71)
+    RestartingNodePods = "RestartingNodePods"
+    """A repair the policy validates succeeded: the pods of `validation.restartPods` on the
+    node (the health agent's, the device plugin's: they keep stale state until they restart)
+    are deleted and the operator waits for their DaemonSets to bring them back Ready."""
+    NodePodsRestarted = "NodePodsRestarted"
+    """Every pod of `validation.restartPods` on the node is back, Ready and created after the
+    restart; the validation follows. The step's record names the new pods."""
+    NodePodsNotBack = "NodePodsNotBack"
+    """A restarted pod of `validation.restartPods` was not back Ready within the validation's
+    timeout: no verdict on the repair, so the node stays cordoned for a human and nothing
+    climbs on it (the message names the pod selector)."""
+    NoFreshReport = "NoFreshReport"
+    """The validation passed but the fault's condition has not been reported again since its
+    agent restarted: the old report says nothing about the repair, so the node stays cordoned
+    (nothing climbs) until the agent reports."""

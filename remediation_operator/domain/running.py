@@ -100,6 +100,8 @@ def in_flight(
         return _diagnosed(ctx, state, fault, outcome, detail), False
     if step.action is Action.Validate and over:
         return _validated(ctx, state, fault, outcome, obs, detail), False
+    if step.action is Action.RestartPods and over:
+        return _restarted(ctx, state, outcome, detail), False
     if outcome is Outcome.Succeeded:
         if step.action is Action.Replace:
             message = messages.replaced()
@@ -181,6 +183,25 @@ def _validated(
         message = messages.validation_failed(took, detail, then)
     ctx.announce(state, Reason.ValidationFailed, message, Severity.Warning, Action.Validate)
     return end_step(ctx, state, Outcome.PermanentFailure, Reason.ValidationFailed, message)
+
+
+def _restarted(
+    ctx: Context, state: RemediationState, outcome: Outcome | None, detail: str
+) -> RemediationState:
+    """The restart of the node's pods is over: back (the validation follows,
+    `incident._after_step`), or its timeout ran out with a pod not back: no verdict on the
+    repair, the node is held (`restarting.not_back`), nothing climbs (D71)."""
+    took = ctx.now - state.steps[-1].started_at
+    if outcome is Outcome.Succeeded:
+        message = messages.node_pods_restarted(detail, took)
+        ctx.announce(state, Reason.NodePodsRestarted, message, action=Action.RestartPods)
+        return end_step(ctx, state, Outcome.Succeeded, Reason.NodePodsRestarted, message)
+    message = messages.node_pods_not_back(detail or "no pod of them was seen", took)
+    ctx.announce(
+        state, Reason.NodePodsNotBack, message, Severity.Warning, action=Action.RestartPods
+    )
+    held = end_step(ctx, state, Outcome.Cancelled, Reason.NodePodsNotBack, message)
+    return replace(held, phase=Phase.Blocked, next_check_at=None)
 
 
 def _fault_returned_in_validation(
@@ -382,6 +403,7 @@ def still_running(
                         forced,
                         drain=pods,
                         boot_id=boot,
+                        started_at=state.step_started_at,
                     )
                 )
             )
@@ -432,6 +454,9 @@ def _waiting(
         return Reason.EvictingBeforeReboot, messages.evicting_before_reboot(obs.message, wait)
     if action is Action.Reboot and acknowledged:
         return Reason.WaitingForReboot, messages.waiting_for_reboot(wait)
+    if action is Action.RestartPods:
+        said = obs.message if obs is not None else ""
+        return Reason.RestartingNodePods, messages.node_pods_restarting(said, wait)
     if action is Action.Replace and obs is not None and obs.progress is Progress.InProgress:
         provider = ctx.policy.actions.replace
         handed: dict[ReplaceProvider, Reason] = {

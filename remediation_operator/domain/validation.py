@@ -7,17 +7,19 @@ succeeded is followed by a Validate step: a Job pinned to the node (DCGM diagnos
 default). It is not a rung of the ladder (a ladder never goes down, and the check follows
 either repair), so the incident's position stays the repair it checks (`reached`).
 
-Pass: the step ends Succeeded and the incident goes on as after the repair (probation, then
-release, if the fault is absent). Fail or timeout: the step ends PermanentFailure, which is
-positive evidence observed now (the evidence gate accepts it, `caught`), and the ladder
-climbs at once, even when the node's condition shows no fault.
+With `restartPods`, a RestartPods step restarts the node's sticky agents and device plugin
+first (`domain/restarting.py`, D71). Pass: the step ends Succeeded and the incident goes on
+as after the repair (probation, then release, if the fault is absent; with a restart, a fault
+still shown counts only when reported since the restart). Fail or timeout: the step ends
+PermanentFailure, which is positive evidence observed now (the evidence gate accepts it,
+`caught`), and the ladder climbs at once, even when the node's condition shows no fault.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from remediation_operator.domain import gates, matching, messages, stage
+from remediation_operator.domain import gates, matching, messages, restarting, stage
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.closing import blocked
 from remediation_operator.domain.context import Context
@@ -35,6 +37,8 @@ def step_for(policy: Policy, action: Action, record: StepRecord | None = None) -
         return Step(action, timeout=record.timeout, retries=0)
     if action is Action.Validate and policy.validation is not None:
         return Step(Action.Validate, timeout=policy.validation.timeout, retries=0)
+    if action is Action.RestartPods and policy.validation is not None:
+        return Step(Action.RestartPods, timeout=policy.validation.timeout, retries=0)
     if action is Action.Diagnose and policy.diagnostics is not None:
         return Step(Action.Diagnose, timeout=policy.diagnostics.timeout, retries=0)
     return Step(action)
@@ -68,6 +72,20 @@ def caught(state: RemediationState) -> bool:
     """The incident's last record is a failed validation: the ladder climbs even if the
     node's condition shows no fault (the evidence gate accepts it too)."""
     return gates.failed_validation(state)
+
+
+def verify(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    found: matching.Match | None,
+) -> tuple[RemediationState, bool]:
+    """Check the repair the incident reached: first restart what holds stale state on the
+    node, when the policy names it and it was not restarted since the repair (D71), else run
+    the validation."""
+    if restarting.wanted(ctx, state):
+        return restarting.begin(ctx, state, node, found, reached(state))
+    return begin(ctx, state, node, found)
 
 
 def begin(

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
-from remediation_operator.domain import bounds, gates, planner
+from remediation_operator.domain import bounds, gates, planner, restarting
 from remediation_operator.domain.actions import ACTIONS, Start
 from remediation_operator.domain.drain import before_restart
 from remediation_operator.domain.drain import plan as drain_plan
@@ -50,6 +50,7 @@ from remediation_operator.domain.effects import (
     ProtectFromConsolidation,
     Release,
     Replace,
+    RestartNodePods,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import NodeView, Progress, Snapshot, StepObservation
@@ -105,6 +106,7 @@ _START_RANK: dict[type, int] = {
     Cordon: 1,
     Evict: 2,
     RunExecutor: 3,
+    RestartNodePods: 3,
     Replace: 4,
 }
 
@@ -282,7 +284,16 @@ def _resume_effects(
     pods = drain_plan(policy, state.fault, state.step_started_at, now)
     boot = state.boot_id_at_step_start or ""
     effect = meaning.start(
-        Start(name, state.name, state.attempt, policy, forced, drain=pods, boot_id=boot)
+        Start(
+            name,
+            state.name,
+            state.attempt,
+            policy,
+            forced,
+            drain=pods,
+            boot_id=boot,
+            started_at=state.step_started_at,
+        )
     )
     if meaning.in_place and step is not Action.Cordon:
         # (A resumed Cordon is the cordon alone: its do-not-disrupt follows with the next
@@ -354,6 +365,20 @@ async def _observe_one(
             )
             if status.progress is Progress.Absent:
                 resume = _resume_effects(state, policy, nodes.get(node), None, now)
+        elif step is Action.RestartPods:
+            validation = policy.validation
+            targets = validation.restart_pods if validation is not None else ()
+            started = state.step_started_at
+            if started is not None:
+                # (The policy's list emptied meanwhile: nothing is waited for.)
+                found = await _retrying(lambda: cluster.node_pods(node, targets)) if targets else ()
+                seen = restarting.observation(targets, found, started, attempt)
+                out.observations[node] = seen
+                if seen.progress is Progress.Absent:
+                    # An old pod is not deleted: the restart's effect did not happen (a crash
+                    # between its record and its effect). Applied again, it deletes only
+                    # pods created before the step started.
+                    resume = _resume_effects(state, policy, nodes.get(node), None, now)
         elif step is Action.Replace:
             progress = await _retrying(
                 lambda: cluster.replacement_status(node, policy.actions.replace)
@@ -430,6 +455,8 @@ async def _dispatch(effect: Effect, policy: Policy, cluster: ClusterPort, fault:
                 env = {**executor.env, EXPECTED_BOOT_ID_ENV: boot_id}
                 executor = replace(executor, env=env)
             await cluster.run_executor(node, name, action, attempt, executor)
+        case RestartNodePods(node=node, targets=targets, created_before=before):
+            await cluster.restart_node_pods(node, targets, before)
         case Replace(node=node, provider=provider):
             await cluster.replace(node, provider)
         case Announce():

@@ -7,12 +7,18 @@ engine's values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from remediation_operator.domain.effects import EVERY_POD, DrainPlan
-from remediation_operator.domain.fleet import Progress
-from remediation_operator.domain.policy import Action, ActionExecutor, ReplaceProvider
+from remediation_operator.domain.fleet import NodePod, Progress
+from remediation_operator.domain.policy import (
+    Action,
+    ActionExecutor,
+    ReplaceProvider,
+    RestartTarget,
+)
 from remediation_operator.engine.ports import (
     DrainStatus,
     ExecutorStatus,
@@ -20,7 +26,7 @@ from remediation_operator.engine.ports import (
     Transient,
 )
 from remediation_operator.handlers.port_errors import mapped
-from remediation_operator.k8s import nodes, replace
+from remediation_operator.k8s import node_pods, nodes, replace
 from remediation_operator.k8s.client import Client
 from remediation_operator.k8s.drain import Drained, Drainer
 from remediation_operator.k8s.executors import Executors
@@ -74,6 +80,18 @@ class KubernetesCluster:
                 return await replace.status(self._client, node, provider)
         except replace.NoNodeClaim as error:
             raise Refused(str(error)) from error
+
+    async def node_pods(self, node: str, targets: Sequence[RestartTarget]) -> Sequence[NodePod]:
+        async with mapped():
+            await nodes.read(self._client, node)  # NotFound when the node is gone
+            return await node_pods.list_pods(self._client, node, targets)
+
+    async def restart_node_pods(
+        self, node: str, targets: Sequence[RestartTarget], created_before: datetime
+    ) -> None:
+        async with mapped():
+            await nodes.read(self._client, node)
+            await node_pods.restart(self._client, node, targets, created_before)
 
     async def cordon(self, node: str, fault: str, policy: str) -> None:
         async with mapped():

@@ -116,15 +116,18 @@ class NodeDaemon:
     """A DaemonSet with one pod on every node: a node health agent or the device plugin.
 
     Deleting its pod on a node (`restart_node_pods`) is a restart of what it runs there: the
-    DaemonSet recreates the pod at once (creationTimestamp now), Ready `ready_after` later
-    (None: never, a pod that does not come back), and `on_restart(node, now)` is called, so
-    that the caller's model of the agent or plugin can forget what its process held (a sticky
-    condition, a GPU marked unhealthy): the hook the simulator's agents use (D71)."""
+    DaemonSet recreates the pod at once (creationTimestamp now); its process starts and the pod
+    is Ready `ready_after` later (None: never, a pod that does not come back). When it starts
+    (at the first `advance` reaching that instant) `on_restart(node, now)` is called, so that
+    the caller's model of the agent or plugin can forget what its old process held (a sticky
+    condition, a GPU marked unhealthy) and report as a new process does: the hook the
+    simulator's agents use (D71). Never within the instant of the deletion: a real agent
+    reports after its pod was deleted, recreated and started."""
 
     namespace: str
     name: str
     labels: Mapping[str, str]
-    ready_after: timedelta | None = timedelta(0)
+    ready_after: timedelta | None = timedelta(seconds=5)
     on_restart: Callable[[str, datetime], None] | None = None
 
 
@@ -134,6 +137,8 @@ class _DaemonPod:
     name: str
     created_at: datetime
     ready_at: datetime | None
+    started: bool = True
+    """Its process ran (`on_restart` was called for a recreated pod)."""
 
 
 @dataclass(frozen=True)
@@ -412,11 +417,11 @@ class MemoryCluster:
         self._touch(node)
 
     def set_gpus(self, node: str, capacity: int, allocatable: int) -> None:
-        """The device plugin's `nvidia.com/gpu` as the kubelet shows it: `capacity` the GPUs
-        the node has, `allocatable` those the plugin calls healthy."""
+        """`nvidia.com/gpu` in the Node's status.capacity and status.allocatable, as the
+        device plugin advertises them (fewer allocatable: GPUs it marked unhealthy)."""
         status = self._get(node)["status"]
-        status.setdefault("capacity", {})[node_objects.GPU_RESOURCE] = str(capacity)
-        status.setdefault("allocatable", {})[node_objects.GPU_RESOURCE] = str(allocatable)
+        status.setdefault("capacity", {})["nvidia.com/gpu"] = str(capacity)
+        status.setdefault("allocatable", {})["nvidia.com/gpu"] = str(allocatable)
         self._touch(node)
 
     def remove_condition(self, node: str, type_: str) -> None:
@@ -556,6 +561,14 @@ class MemoryCluster:
                 happened.append(f"{execution.action} on {execution.node}: {execution.progress}")
             if execution.progress is not Progress.InProgress:
                 self._pending.pop(key, None)
+        for node, pods in self._daemon_pods.items():
+            for pod in pods.values():
+                if pod.started or pod.ready_at is None or pod.ready_at > now:
+                    continue
+                pod.started = True
+                happened.append(f"{pod.daemon.name} restarted on {node}")
+                if pod.daemon.on_restart is not None:
+                    pod.daemon.on_restart(node, now)
         for node, replacement in list(self._replacements.items()):
             if replacement.due is not None and replacement.due <= now:
                 self.delete_node(node)
@@ -596,7 +609,7 @@ class MemoryCluster:
             p.ready_at
             for pods in self._daemon_pods.values()
             for p in pods.values()
-            if p.ready_at is not None and p.ready_at > self.now
+            if p.ready_at is not None and not p.started
         ]
         if self.heartbeat is not None and any(
             not r.state.terminal and r.state.node not in self.silent for r in self._records.values()
@@ -828,11 +841,10 @@ class MemoryCluster:
                 continue
             # The DaemonSet controller recreates the pod on the node at once.
             ready = None if daemon.ready_after is None else self.now + daemon.ready_after
-            pods[name] = _DaemonPod(daemon, self._pod_name(daemon, node), self.now, ready)
+            new = _DaemonPod(daemon, self._pod_name(daemon, node), self.now, ready, False)
+            pods[name] = new
             self.restarts[(node, daemon.name)] += 1
             restarted = True
-            if daemon.on_restart is not None:
-                daemon.on_restart(node, self.now)
         self._count("restart_node_pods", node, restarted)
 
     async def replace(self, node: str, provider: ReplaceProvider) -> None:

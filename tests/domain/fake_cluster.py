@@ -19,6 +19,7 @@ from remediation_operator.domain.effects import (
     ProtectFromConsolidation,
     Release,
     Replace,
+    RestartNodePods,
     RunExecutor,
 )
 from remediation_operator.domain.fleet import (
@@ -293,6 +294,8 @@ def describe(effects: tuple[Effect, ...]) -> list[str]:
             words.append(f"Run({e.action}#{e.attempt})")
         elif isinstance(e, Replace):
             words.append(f"Replace({e.provider})")
+        elif isinstance(e, RestartNodePods):
+            words.append("RestartPods")
         else:
             words.append(f"!{e.reason}")
     return words

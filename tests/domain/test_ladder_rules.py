@@ -101,9 +101,11 @@ def test_pace_doubles_with_age_except_a_drains_evictions() -> None:
 
 
 def test_every_action_has_one_entry_and_the_disruptive_set_agrees() -> None:
-    # Every rung, the validation that may follow an in-place repair and the diagnostics that
-    # may precede a destructive step (not rungs: D37, D39).
+    # Every rung, the validation that may follow an in-place repair, the restart of the pods
+    # before it and the diagnostics that may precede a destructive step (not rungs: D37, D39,
+    # D71).
+    around = {Action.Validate, Action.Diagnose, Action.RestartPods}
     assert set(ACTIONS) == set(Action)
-    assert set(Action) - set(LADDER_ORDER) == {Action.Validate, Action.Diagnose}
-    assert {a for a in ACTIONS if ACTIONS[a].checks_repair} == {Action.Validate, Action.Diagnose}
+    assert set(Action) - set(LADDER_ORDER) == around
+    assert {a for a in ACTIONS if ACTIONS[a].checks_repair} == around
     assert {a for a, meaning in ACTIONS.items() if meaning.disruptive} == DISRUPTIVE
