@@ -152,3 +152,36 @@ def test_the_device_plugin_mark_shows_on_allocatable_until_a_restart(mix: FaultM
     condition = view.condition("AcceleratedHardwareReady")
     assert condition is not None
     assert condition.status == "False"
+
+
+def test_the_default_policy_verifies_a_reset_that_worked_without_a_reboot(mix: FaultMix) -> None:
+    # validation.restartPods (D71): the agent's and the device plugin's pods are restarted
+    # after the reset, the agent writes healthy at start, the validation passes: recovered.
+    sim = _one_fault(_policy(), mix, AgentProfile.eks, XID48, reset_fixes=True)
+    assert sim.actions[Action.GPUReset] == 1
+    assert sim.actions[Action.Reboot] == 0
+    assert sim.actions[Action.Replace] == 0
+    assert sim.outcomes["Succeeded"] == 1
+    host = sim.hosts[0]
+    assert host.available
+    assert sim.cluster.restarts[(host.name, "eks-node-monitoring-agent")] == 1
+    assert sim.cluster.restarts[(host.name, "nvidia-device-plugin")] == 1
+    view = sim.cluster.views()[host.name]
+    assert view.gpu_allocatable == view.gpu_capacity == 8
+
+
+def test_the_default_policy_climbs_when_the_restarted_agent_finds_the_fault_again(
+    mix: FaultMix,
+) -> None:
+    sim = _one_fault(_policy(), mix, AgentProfile.eks, XID48, reset_fixes=False)
+    assert sim.actions[Action.GPUReset] == 1
+    assert sim.actions[Action.Replace] == 1  # XID 48's ladder: GPUReset, then Replace
+    assert sim.replacements == 1
+
+
+def test_under_npd_a_reset_that_worked_is_verified_too(mix: FaultMix) -> None:
+    sim = _one_fault(_policy(), mix, AgentProfile.npd, XID62, reset_fixes=True)
+    assert sim.actions[Action.GPUReset] == 1
+    assert sim.actions[Action.Reboot] == 0
+    assert sim.outcomes["Succeeded"] == 1
+    assert sim.hosts[0].available
