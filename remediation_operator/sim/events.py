@@ -42,6 +42,8 @@ class Kind(IntEnum):
     """A node's agents re-send their conditions unchanged (arg: node slot, token: incarnation)."""
     AgentFinds = 14
     """A restarted agent finds the fault still present again (arg: node slot, token: fault id)."""
+    PodsStart = 15
+    """Daemon pods the operator deleted start again (the memory cluster's `next_due`)."""
 
 
 @dataclass(order=True, frozen=True)

@@ -154,6 +154,7 @@ class Simulation:
         self._storm_symptoms: dict[int, Symptom] = {}
         self._storm_hosts: dict[int, list[int]] = {}
         self._wake_at: float | None = None
+        self._pods_due: datetime | None = None
         self._same_instant = 0
         self._last_reconcile_at = -1.0
         self._retention = self._retention_for(policy)
@@ -312,6 +313,9 @@ class Simulation:
             await self._agent_beat(arg, token)
         elif kind is Kind.AgentFinds:
             await self._agent_finds(arg, token)
+        elif kind is Kind.PodsStart:
+            self._pods_due = None
+            await self._reconcile(())  # advancing the cluster starts them (`restart_pods`)
 
     def _schedule_fault(self, after: float) -> None:
         if self._rate > 0:
@@ -625,6 +629,11 @@ class Simulation:
             self._same_instant = 0
             self._last_reconcile_at = self.now
         self._absorb(result, focus)
+        due = self.cluster.next_due()
+        if due is not None and due != self._pods_due:
+            # Pods the engine deleted (`validation.restartPods`) start at this instant.
+            self._pods_due = due
+            self.agenda.push(max((due - self.start).total_seconds(), self.now), Kind.PodsStart)
         if self.observer is not None:
             self.observer(self, result)
         self._dispatch()
@@ -802,10 +811,10 @@ class Simulation:
         return restarted
 
     def restart_pods(self, node: str, *, agent: bool, device_plugin: bool) -> None:
-        """The operator deleted the agent's or the device plugin's pod on `node` (the policy's
-        verification after a repair, D71): the DaemonSet's new pod is a restarted process. It
-        writes at start (the EKS agent: healthy; the plugin: every GPU healthy), and the node
-        is looked at again when the pod is Ready."""
+        """The agent's or the device plugin's pod the operator deleted on `node` (the policy's
+        verification after a repair, D71) started again: a new process, which writes at start
+        (the EKS agent: healthy; the plugin: every GPU healthy) and finds a fault still
+        present at its next check."""
         host = self.host(node)
         if host is None or not host.present:
             return
@@ -813,7 +822,6 @@ class Simulation:
         self._log("pod-restarted", host.name, "agent" if agent else "device plugin")
         self._publish(host)
         self._refresh(host)
-        self.agenda.push(self.now + agents.POD_START, Kind.AgentBeat, host.slot, host.incarnation)
 
     def _breakers(self, groups: frozenset[str]) -> None:
         """Count breaker openings and integrate the time breakers stay open."""
