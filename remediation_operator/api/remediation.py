@@ -7,7 +7,7 @@ RFC 3339 strings in UTC (`2026-11-30T11:02:00Z`), as Kubernetes writes them.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,9 @@ from remediation_operator.api.field_types import ReasonWord, RecordedDuration, T
 from remediation_operator.api.model_base import SpecModel, StatusModel
 from remediation_operator.domain.policy import Action
 from remediation_operator.domain.remediation import Outcome, Phase
+
+MAX_RESTARTED = 32
+"""At most this many pods named in one RestartPods step's record."""
 
 
 class RemediationSpec(SpecModel):
@@ -66,6 +69,11 @@ class StepRecord(StatusModel):
     timeout: RecordedDuration | None = None
     """Validate and Diagnose: the timeout the step started with; the running step keeps it
     even if the policy's `validation` or `diagnostics` changes or is removed meanwhile."""
+    restarted: list[Annotated[str, Field(max_length=600)]] | None = Field(
+        default=None, max_length=MAX_RESTARTED
+    )
+    """RestartPods only: the pods the operator restarts on the node, each as
+    `<namespace>/<name> (<restartPods entry>)`, recorded before they were deleted."""
 
 
 class RemediationCondition(StatusModel):

@@ -109,6 +109,7 @@ def to_status(state: domain.RemediationState, generation: int | None = None) -> 
                 message=record.message,
                 location=record.location or None,
                 timeout=None if record.timeout is None else durations.format(record.timeout),
+                restarted=list(record.restarted) or None,
             )
             for record in state.steps
         ],
@@ -190,6 +191,7 @@ def from_status(
                 outcome=record.outcome,
                 location=record.location or "",
                 timeout=None if record.timeout is None else durations.parse(record.timeout),
+                restarted=tuple(record.restarted or ()),
             )
             for record in model.steps
         ),

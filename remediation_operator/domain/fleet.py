@@ -149,6 +149,9 @@ class StepObservation:
     started: bool = True
     """Executors: whether a pod of the Job has run yet (False: none created, Pending,
     suspended); a validation timing out unstarted gave no verdict."""
+    holding: tuple[str, ...] = ()
+    """RestartPods: the old pods (created before the restart) still on the node, as the step
+    records them (`StepRecord.restarted`)."""
 
 
 @dataclass(frozen=True)

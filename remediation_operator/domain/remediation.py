@@ -63,6 +63,10 @@ class StepRecord:
     """Validate and Diagnose: the timeout the step started with (the policy's at the time).
     The running step is judged by it, so editing or removing the policy's `validation` or
     `diagnostics` meanwhile cannot take its deadline away (issue 22)."""
+    restarted: tuple[str, ...] = ()
+    """RestartPods only: the pods it restarts, `<namespace>/<name> (<entry>)` with the
+    `validation.restartPods` entry that selects each (`RestartTarget.describe`), recorded
+    before they are deleted: an entry that had a pod must have a new one back (D71)."""
 
 
 @dataclass(frozen=True)

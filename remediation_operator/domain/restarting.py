@@ -8,12 +8,14 @@ shows the fault and the node advertises fewer GPUs than it has: read as they are
 reset would look failed. So when a repair the policy validates succeeded and the policy
 names such pods (`validation.restartPods`), a RestartPods step comes first:
 
-- it deletes those pods on the node (plain delete: DaemonSet pods, recreated there) that were
-  created before the step started (`RestartNodePods.created_before`, whole seconds: the API's
-  creationTimestamp has one-second resolution), so a repeat after a crash deletes nothing new;
-- it waits, bounded by `validation.timeout`, until every entry that had a pod on the node has
-  one created since, Running and Ready (an entry with no pod there at all, e.g. the EKS agent
-  on a cluster that runs node-problem-detector, has nothing to restart);
+- its first look lists those pods on the node and the step records them (`remember`,
+  `StepRecord.restarted`); then it deletes them (plain delete: DaemonSet pods, recreated
+  there), only those created before the step started (`RestartNodePods.created_before`, whole
+  seconds: the API's creationTimestamp has one-second resolution), so a repeat after a crash
+  deletes nothing new;
+- it waits, bounded by `validation.timeout`, until every entry that had a pod on the node (or
+  has one now) has one created since, Running and Ready (an entry with no pod there at all,
+  e.g. the EKS agent on a cluster that runs node-problem-detector, has nothing to restart);
 - then the validation runs. Pods not back in time give no verdict (`NodePodsNotBack`): the
   node is held, as a validation that could not run is (D53), nothing climbs.
 
@@ -26,8 +28,8 @@ advertised (D68).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime
 
 from remediation_operator.domain import gates, matching, messages, stage
 from remediation_operator.domain.closing import blocked
@@ -38,8 +40,8 @@ from remediation_operator.domain.policy import Action, RestartTarget
 from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Outcome, RemediationState
 
-PACE = timedelta(seconds=5)
-"""How often a running restart is looked at (a DaemonSet pod is back in seconds)."""
+MAX_RECORDED = 32
+"""At most this many pods named in one step's record (the API's bound)."""
 
 
 def cutoff(started_at: datetime) -> datetime:
@@ -76,9 +78,11 @@ def begin(
         return blocked(ctx, state, Action.RestartPods, hold.reason, hold.why, hold.until)
     now = ctx.now
     attempt = sum(1 for r in state.steps if r.action is Action.RestartPods) + 1
-    ctx.mutate(RestartNodePods.started(node.name, config.restart_pods, now))
+    # Nothing is deleted yet: the first look (at once) records which pods the node runs, and
+    # the deletion follows that record (`remember`), so an entry whose pod is gone and not
+    # yet recreated still reads as one to wait for.
     limit = now + config.timeout
-    check = min(now + _pace(), limit)
+    check = now
     selectors = [t.describe() for t in config.restart_pods]
     message = messages.restarting_node_pods(repaired, selectors, messages.waits(check, limit, now))
     started = stage.accompany(
@@ -93,10 +97,6 @@ def begin(
     )
     ctx.announce(started, Reason.RestartingNodePods, message, action=Action.RestartPods)
     return started, True
-
-
-def _pace() -> timedelta:
-    return PACE
 
 
 @dataclass(frozen=True)
@@ -117,12 +117,22 @@ class Restart:
         return messages.node_pods_back(self.back, self.absent)
 
 
+def named(pod: NodePod, target: RestartTarget) -> str:
+    """How the step's record names a pod it restarts: `<namespace>/<name> (<entry>)`."""
+    return f"{pod.namespace}/{pod.name} ({target.describe()})"
+
+
 def observe(
-    targets: Sequence[RestartTarget], pods: Sequence[NodePod], started_at: datetime
+    targets: Sequence[RestartTarget],
+    pods: Sequence[NodePod],
+    started_at: datetime,
+    restarted: Sequence[str] = (),
 ) -> Restart:
-    """Absent while an old pod is not yet deleted (the restart's effect did not happen: it is
-    applied again, deleting only old pods); InProgress while an entry waits for its new pod to
-    be Ready; Succeeded when every entry that has pods on the node has a new one Ready."""
+    """Absent while an old pod is not yet deleted (the restart's effect did not happen yet: it
+    is applied, deleting only old pods); InProgress while an entry waits for its new pod to be
+    Ready; Succeeded when every entry that had pods on the node (`restarted`, the record) or
+    has some now has a new one Ready. An entry with no pod there at all, and none recorded,
+    has nothing to restart."""
     since = cutoff(started_at)
     back: list[str] = []
     waiting: list[str] = []
@@ -131,7 +141,11 @@ def observe(
     for index, target in enumerate(targets):
         mine = [p for p in pods if p.target == index]
         if not mine:
-            absent.append(target.describe())
+            entry = f"({target.describe()})"
+            if any(r.endswith(entry) for r in restarted):
+                waiting.append(f"{target.describe()}: no new pod yet")
+            else:
+                absent.append(target.describe())
             continue
         old = [p for p in mine if p.created_at < since]
         new = [p for p in mine if p.created_at >= since and not p.deleting]
@@ -158,16 +172,35 @@ def _pod_names(pods: Sequence[NodePod]) -> str:
 
 
 def observation(
-    targets: Sequence[RestartTarget], pods: Sequence[NodePod], started_at: datetime, attempt: int
+    targets: Sequence[RestartTarget],
+    pods: Sequence[NodePod],
+    started_at: datetime,
+    attempt: int,
+    restarted: Sequence[str] = (),
 ) -> StepObservation:
     """The engine's observation of a running RestartPods step."""
-    seen = observe(targets, pods, started_at)
+    seen = observe(targets, pods, started_at, restarted)
+    since = cutoff(started_at)
+    holding = tuple(named(p, targets[p.target]) for p in pods if p.created_at < since)
     return StepObservation(
         action=Action.RestartPods,
         attempt=attempt,
         progress=seen.progress,
         message=seen.message(),
+        holding=holding,
     )
+
+
+def remember(state: RemediationState, obs: StepObservation | None) -> RemediationState:
+    """Record in the running step the old pods just seen (before they are deleted)."""
+    record = state.steps[-1] if state.steps else None
+    if obs is None or record is None or record.action is not Action.RestartPods:
+        return state
+    new = [h for h in obs.holding if h not in record.restarted]
+    if not new:
+        return state
+    kept = (*record.restarted, *new)[:MAX_RECORDED]
+    return replace(state, steps=(*state.steps[:-1], replace(record, restarted=kept)))
 
 
 def not_back(state: RemediationState) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from remediation_operator.domain import drain, ladder, matching, messages, validation
+from remediation_operator.domain import drain, ladder, matching, messages, restarting, validation
 from remediation_operator.domain.actions import ACTIONS, Reissue, Start
 from remediation_operator.domain.closing import ended
 from remediation_operator.domain.context import Context
@@ -91,6 +91,10 @@ def in_flight(
     obs = ctx.snapshot.observations.get(node.name)
     if obs is not None and (obs.action is not state.step or obs.attempt != state.attempt):
         obs = None
+    if step.action is Action.RestartPods:
+        # The pods seen before they are deleted: those entries must come back (D71).
+        state = restarting.remember(state, obs)
+        record = state.steps[-1]
     if step.action is Action.Validate and validation.fault_returned(ctx, state, node, found):
         return _fault_returned_in_validation(ctx, state, fault, found), False
     outcome = ACTIONS[step.action].done(node, state, obs)

@@ -372,7 +372,8 @@ async def _observe_one(
             if started is not None:
                 # (The policy's list emptied meanwhile: nothing is waited for.)
                 found = await _retrying(lambda: cluster.node_pods(node, targets)) if targets else ()
-                seen = restarting.observation(targets, found, started, attempt)
+                restarted = state.steps[-1].restarted if state.steps else ()
+                seen = restarting.observation(targets, found, started, attempt, restarted)
                 out.observations[node] = seen
                 if seen.progress is Progress.Absent:
                     # An old pod is not deleted: the restart's effect did not happen (a crash

@@ -490,3 +490,33 @@ def test_a_check_with_a_zero_timeout_is_refused(minimal: dict[str, Any]) -> None
     minimal["spec"].pop("validation")
     minimal["spec"]["diagnostics"] = {"destination": "s3://b/p", "timeout": "0s"}
     assert set(messages(minimal)) == {"spec.diagnostics.timeout"}
+
+
+def test_restart_pods_are_parsed_and_an_empty_selector_is_refused(
+    minimal: dict[str, Any],
+) -> None:
+    """D71: `validation.restartPods` names the pods that hold stale state on the node; an
+    empty selector would restart every pod of the namespace there."""
+    agent = {"app.kubernetes.io/name": "eks-node-monitoring-agent"}
+    minimal["spec"]["validation"] = {
+        "restartPods": [{"namespace": "kube-system", "podSelector": {"matchLabels": agent}}]
+    }
+    parsed = policy_parsing.parse_spec(minimal["spec"], name="p").validation
+    assert parsed is not None
+    (target,) = parsed.restart_pods
+    assert target.namespace == "kube-system"
+    assert target.selects("kube-system", {**agent, "pod-template-generation": "1"})
+    assert not target.selects("default", agent)
+    assert target.describe() == "kube-system/app.kubernetes.io/name=eks-node-monitoring-agent"
+
+    minimal["spec"]["validation"] = {
+        "restartPods": [{"namespace": "gpu-operator", "podSelector": {}}]
+    }
+    assert messages(minimal) == {
+        "spec.validation.restartPods[0].podSelector": "must select something: an empty"
+        " selector would restart every pod of the namespace on the node"
+    }
+    minimal["spec"]["validation"] = {
+        "restartPods": [{"namespace": "GPU_Operator", "podSelector": {"matchLabels": agent}}]
+    }
+    assert set(messages(minimal)) == {"spec.validation.restartPods[0].namespace"}

@@ -51,7 +51,7 @@ def test_the_rule_renders_only_where_the_prometheus_operator_api_exists(
     tools: chart_check.Tools,
 ) -> None:
     assert not chart_check.objects(chart_check.render(tools), "PrometheusRule")
-    assert len(alerts(rule_groups(tools))) == 11
+    assert len(alerts(rule_groups(tools))) == 12
     unscraped = chart_check.render(tools, api_versions=(PROMETHEUS_RULE_API,))
     [rule] = chart_check.objects(unscraped, "PrometheusRule")
     names = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}

@@ -57,3 +57,21 @@ def test_an_entry_without_pods_on_the_node_has_nothing_to_restart() -> None:
     assert "no pod of kube-system/app.kubernetes.io/name=agent runs on this node" in (
         seen.message()
     )
+
+
+def test_an_entry_whose_recorded_pod_is_gone_and_not_back_is_waited_for() -> None:
+    """Deleted, removed by the kubelet, not recreated yet (or never): not "nothing to
+    restart", since the record says the node ran it."""
+    recorded = ("gpu-operator/p-1 (gpu-operator/app=plugin)",)
+    seen = restarting.observe((AGENT, PLUGIN), [pod(0, "a-2", STARTED)], STARTED, recorded)
+    assert seen.progress is Progress.InProgress
+    assert seen.waiting == ("gpu-operator/app=plugin: no new pod yet",)
+
+
+def test_the_observation_names_the_old_pods_for_the_record() -> None:
+    pods = [pod(0, "a-1", OLD), pod(1, "p-1", OLD, deleting=True), pod(1, "p-2", STARTED)]
+    seen = restarting.observation((AGENT, PLUGIN), pods, STARTED, 1)
+    assert seen.holding == (
+        "kube-system/a-1 (kube-system/app.kubernetes.io/name=agent)",
+        "gpu-operator/p-1 (gpu-operator/app=plugin)",
+    )

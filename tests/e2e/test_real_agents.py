@@ -2,7 +2,8 @@
 finding overwrite the reason of AcceleratedHardwareReady=False and keeps lastTransitionTime,
 as the EKS node monitoring agent does. A milder reason is no recovery (finding 3); a more
 severe one moves the same incident onto its ladder (finding 6); a Drain does not make the
-evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1)."""
+evidence old, so a 5-minute heartbeat does not hold a Drain -> Replace ladder (finding 1); a
+reset that worked is verified by restarting the agent and the device plugin (findings 2, 5)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from tests.e2e.conftest import E2E_CONFIG, Scenario
 from tests.integration.conftest import eventually, is_cordoned_by_us
 from tests.integration.test_real_agents import CONTACT_SUPPORT, DOUBLE_BIT, RESET, XID, fault
 from tests.integration.test_recovery import stays
+from tests.integration.test_verification import DEVICE_PLUGIN as VERIFY_DEVICE_PLUGIN
+from tests.integration.test_verification import EKS_AGENT as VERIFY_EKS_AGENT
 
 
 def steps(e2e: Scenario, node: str) -> list[dict[str, object]]:
@@ -147,3 +150,58 @@ async def test_an_agent_restart_after_a_failed_repair_does_not_give_the_node_bac
     validate = [s for s in steps(e2e, node) if s["action"] == "Validate"]
     assert [s.get("outcome") for s in validate] == ["PermanentFailure"]
     assert "Recovered" not in e2e.event_reasons(node, "Node")
+
+
+@pytest.mark.fleet(
+    config=E2E_CONFIG.with_(
+        agent="eks", device_plugin_marks=True, reset_clears=1.0, heartbeat_period=300.0
+    )
+)
+async def test_a_reset_that_worked_is_verified_and_the_node_recovers_without_a_reboot(
+    scenario: Scenario,
+) -> None:
+    """Findings 2 and 5 (D71) on a real kube-apiserver, whose kube-controller-manager runs the
+    DaemonSet controller that recreates the pods the operator deletes: the EKS agent (sticky)
+    and the device plugin (7 of 8 GPUs) are restarted after the reset, the validation passes,
+    the agent's fresh report is healthy, every GPU is advertised: Recovered, no Reboot."""
+    e2e = scenario
+    node = e2e.node_names()[0]
+    e2e.apply(
+        e2e.policy(
+            faults=[
+                fault(
+                    "gpu-double-bit-ecc",
+                    "NvidiaDoubleBitError",
+                    [
+                        {"action": "Cordon", "escalateAfter": "0s"},
+                        {"action": "Drain", "timeout": "60s", "escalateAfter": "0s"},
+                        {"action": "GPUReset", "timeout": "30s", "escalateAfter": "0s"},
+                        {"action": "Reboot", "timeout": "60s"},
+                        {"action": "Replace", "timeout": "60s"},
+                    ],
+                )
+            ],
+            validation={
+                "after": ["GPUReset", "Reboot"],
+                "timeout": "90s",
+                "restartPods": [
+                    VERIFY_EKS_AGENT,
+                    {**VERIFY_DEVICE_PLUGIN, "namespace": e2e.shape.device_plugin_namespace},
+                ],
+            },
+        )
+    )
+    await e2e.start_operator()
+
+    e2e.fleet.inject(node, "xid-48")
+    await eventually(
+        lambda: (e2e.remediation(node) or {}).get("status", {}).get("reason") == "Recovered",
+        within=120,
+        what="recovered after the verified reset",
+    )
+    actions = [s["action"] for s in steps(e2e, node)]
+    assert actions == ["Cordon", "Drain", "GPUReset", "RestartPods", "Validate"]
+    gpus = (e2e.node(node) or {})["status"]["allocatable"]["nvidia.com/gpu"]
+    assert gpus == "8"
+    assert not is_cordoned_by_us(e2e.node(node))
+    assert "GPUsNotAdvertised" not in e2e.event_reasons(node, "Node")

@@ -144,6 +144,12 @@ async def test_a_reset_that_worked_is_seen_to_work_and_the_node_recovers_without
     assert "kube-system/eks-node-monitoring-agent-gpu-0-" in restart.message
     assert "gpu-operator/nvidia-device-plugin-daemonset-gpu-0-" in restart.message
     assert restart.started_at > final.steps[2].started_at
+    # Recorded before the deletion: the old pods and the entry that selects each.
+    assert [r.split(" ")[0].rsplit("-", 1)[0] for r in restart.restarted] == [
+        "kube-system/eks-node-monitoring-agent-gpu-0",
+        "gpu-operator/nvidia-device-plugin-daemonset-gpu-0",
+    ]
+    assert restart.restarted[0].endswith(f"({AGENT.describe()})")
     assert cluster.restarts[("gpu-0", "eks-node-monitoring-agent")] == 1
     assert cluster.restarts[("gpu-0", "nvidia-device-plugin-daemonset")] == 1
     assert not cluster.views()["gpu-0"].unschedulable

@@ -21,6 +21,7 @@ from remediation_emulator.fleet.builder import Built
 from remediation_emulator.fleet.catalog import FaultClass
 from remediation_emulator.fleet.client import Connection, KubeClient
 from remediation_emulator.fleet.config import FAST, FleetConfig
+from remediation_emulator.fleet.daemons import NodeDaemons
 from remediation_emulator.fleet.informer import Informer
 from remediation_emulator.fleet.injector import Injector
 from remediation_emulator.fleet.jobs import JobRunner
@@ -76,6 +77,7 @@ class Fleet:
             self.rng,
             now,
         )
+        self.daemons = NodeDaemons(client, self.nodes, self.pods, self.agent, config, self.shape)
         self.injector = Injector(
             self.agent, self.nodes, self.faults, config.fault_rate_per_node_hour, self.rng
         )
@@ -100,6 +102,7 @@ class Fleet:
             self.kubelet.run,
             self.jobs.run,
             self.karpenter.run,
+            self.daemons.run,
             self.injector.run,
         ]
         self._tasks = [asyncio.create_task(r()) for r in runners]
