@@ -38,6 +38,12 @@ class Kind(IntEnum):
     """A pending job tries to get nodes again (arg: job id, token: attempt)."""
     Sample = 12
     """Record a point of the availability series (for --plot)."""
+    AgentBeat = 13
+    """A node's agents re-send their conditions unchanged (arg: node slot, token: incarnation)."""
+    AgentFinds = 14
+    """A restarted agent finds the fault still present again (arg: node slot, token: fault id)."""
+    PodsStart = 15
+    """Daemon pods the operator deleted start again (the memory cluster's `next_due`)."""
 
 
 @dataclass(order=True, frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from remediation_operator.sim import spec
+from remediation_operator.sim.agents import AgentProfile
 from remediation_operator.sim.faultmix import Symptom
 from remediation_operator.sim.spec import Range, SpecError
 
@@ -75,6 +76,16 @@ class FleetSpec:
     """Multiplies every cause's arrival rate (2.0 = a fleet twice as flaky as Llama 3's)."""
     jobs: JobSpec | None = field(default_factory=JobSpec)
     storms: StormSpec | None = None
+    agent: AgentProfile = AgentProfile.eks
+    """How the node agents report (sim/agents.py): `eks` (the default) and `npd` behave as the
+    real ones do (sticky conditions, the newest reason wins, the device plugin's mark); `kind`
+    follows the hardware, as the simulator did before issue 23 (for comparison only)."""
+    agent_redetect: Range = field(
+        default_factory=lambda: Range(timedelta(minutes=1), timedelta(minutes=5))
+    )
+    """After the agent restarted without a reboot, how long until it finds a fault that is
+    still present again (its next check, or the driver logging the XID again when the GPU is
+    next used): ASSUMPTION, neither agent documents a period for it."""
 
     def zone_of(self, index: int) -> str:
         return self.zones[index % len(self.zones)]
@@ -99,7 +110,19 @@ def parse(data: Any) -> FleetSpec:
         return FleetSpec()
     raw = spec.mapping(data, "")
     spec.only(
-        raw, "", {"nodes", "gpusPerNode", "zones", "pools", "faultRateScale", "jobs", "storms"}
+        raw,
+        "",
+        {
+            "nodes",
+            "gpusPerNode",
+            "zones",
+            "pools",
+            "faultRateScale",
+            "jobs",
+            "storms",
+            "agent",
+            "agentRedetect",
+        },
     )
     base = FleetSpec()
     zones = base.zones
@@ -126,7 +149,20 @@ def parse(data: Any) -> FleetSpec:
         ),
         jobs=jobs,
         storms=storms,
+        agent=_agent(raw.get("agent", base.agent.value)),
+        agent_redetect=(
+            spec.duration_range(raw["agentRedetect"], "agentRedetect")
+            if "agentRedetect" in raw
+            else base.agent_redetect
+        ),
     )
+
+
+def _agent(value: Any) -> AgentProfile:
+    names = ", ".join(p.value for p in AgentProfile)
+    if not isinstance(value, str) or value not in {p.value for p in AgentProfile}:
+        raise SpecError("agent", f"must be one of {names}, got {value!r}")
+    return AgentProfile(value)
 
 
 def _names(value: Any, path: str) -> tuple[str, ...]:

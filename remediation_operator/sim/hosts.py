@@ -4,7 +4,8 @@ The simulator knows what the operator cannot: whether a GPU is really broken, wh
 condition is a false positive, whether a reset will help. `Host` holds that truth per slot of
 the fleet (a slot keeps its place when its machine is replaced); `Publisher` writes what node
 agents and the kubelet would publish onto the Node in the memory cluster, which is all the
-operator reads.
+operator reads. What the agents report is not the truth but `agents.AgentState`, their own
+memory, which a real-agent profile keeps until the agent restarts (sim/agents.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from remediation_operator.domain.policy import Action, Policy
+from remediation_operator.sim import agents
+from remediation_operator.sim.agents import AgentProfile, AgentState
 from remediation_operator.sim.faultmix import Cause, Symptom
 from remediation_operator.sim.fleetspec import GPU_LABEL, POOL_LABEL, ZONE_LABEL, FleetSpec
 from remediation_operator.sim.memory_cluster import MemoryCluster
@@ -66,8 +69,14 @@ class Host:
     """Onset of the incident the host is in (kept until it is schedulable and healthy again)."""
     replacing: bool = False
     """Replace was carried out; the machine is being drained, terminated and replaced."""
-    published: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Conditions last written to the Node (type -> status, reason)."""
+    published: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    """Conditions last written to the Node (type -> status, reason, message)."""
+    published_gpus: int | None = None
+    """Allocatable `nvidia.com/gpu` last written (None: not written yet)."""
+    agent: AgentState = field(default_factory=AgentState)
+    """What this machine's agent and device plugin report (their memory, not the truth)."""
+    agent_since: float = 0.0
+    """When the agent last (re)started: a fault found before it is forgotten (real profiles)."""
     counted_available: bool = False
     counted_faulty: bool = False
     """What the availability ledger counted this host as (to update counts on change)."""
@@ -97,9 +106,13 @@ class Host:
 
     @property
     def symptomatic(self) -> bool:
-        """An agent shows a condition (real or false positive) the policy may match."""
+        """An agent shows a condition (real or false positive) the policy may match, or the
+        device plugin advertises fewer GPUs than the node has."""
         return self.present and (
-            self.storm != 0 or (self.fault is not None and self.fault.symptom is not None)
+            self.storm != 0
+            or (self.fault is not None and self.fault.symptom is not None)
+            or bool(self.agent.reported)
+            or self.agent.marked_gpus > 0
         )
 
     @property
@@ -117,10 +130,16 @@ class Publisher:
 
     A condition a policy watches with `staleAfter` is on every node from the start, in its
     healthy state, so a policy never sees a missing condition where a real agent would report
-    "all good"; other condition types appear with the first fault that shows them and return to
-    their healthy state when it clears. Agents are modelled as always alive: they keep beating
-    until after the end of the simulation (`beating_until`), so a `staleAfter` rule never fires
-    on a live agent.
+    "all good"; other condition types appear with the first finding that shows them and return
+    to their healthy state when the agent no longer reports it: under a real-agent profile
+    (`agents.AgentProfile`) only after the agent restarted, under `kind` when the fault clears.
+    Agents never die: a condition a `staleAfter` rule watches (and the kubelet's `Ready`) keeps
+    beating until after the end of the simulation (`beating_until`), so `staleAfter` never fires
+    on a live agent. Under a real profile the other conditions are seen when written; their
+    periodic re-send (`agents.HEARTBEAT`) is the simulator's `AgentBeat`, which it schedules
+    where the operator waits for a fresh report (after a repair). The kind profile's beat on
+    until the end, as before. Under a real profile the Node also carries `nvidia.com/gpu`
+    capacity and the device plugin's allocatable (capacity less the GPUs it marked).
     Only changed conditions are written (each write makes the cluster rebuild that node's view).
     """
 
@@ -135,8 +154,12 @@ class Publisher:
         self._spec = spec
         self._start = start
         self._beat = horizon
+        self.profile = spec.agent
         healthy: dict[str, str] = {}
         for symptom in symptoms:
+            if self.profile is AgentProfile.npd and symptom.type == agents.ACCELERATED:
+                healthy.setdefault(agents.GPU_PROBLEM, agents.NPD_HEALTHY[0])
+                continue
             healthy.setdefault(symptom.type, _opposite(symptom.status))
         watched: set[str] = set()
         for policy in policies:
@@ -147,13 +170,15 @@ class Publisher:
                         watched.add(match.type)
         healthy[READY] = "True"
         self._healthy = {
-            t: (s, "KubeletReady" if t == READY else "Healthy") for t, s in healthy.items()
+            t: (s, "KubeletReady" if t == READY else "Healthy", "") for t, s in healthy.items()
         }
+        if agents.GPU_PROBLEM in self._healthy and self.profile is AgentProfile.npd:
+            self._healthy[agents.GPU_PROBLEM] = (*agents.NPD_HEALTHY, "")
         self._always = {t: self._healthy[t] for t in sorted(watched)}
         """Types a `staleAfter` rule watches: published on every node from the start (a missing
         one would be a fault). Other types appear when a fault shows them first."""
 
-    def on_new_node(self) -> dict[str, tuple[str, str]]:
+    def on_new_node(self) -> dict[str, tuple[str, str, str]]:
         """What `MemoryCluster.add_node` already shows (Ready=True), unless a `staleAfter` rule
         watches Ready: then it is written again with the agents' fresh heartbeat."""
         return {} if READY in self._always else {READY: self._healthy[READY]}
@@ -169,32 +194,74 @@ class Publisher:
     def created(self, host: Host) -> datetime:
         return self._start + timedelta(seconds=host.created_at)
 
-    def shown(self, host: Host, storm_symptom: Symptom | None) -> dict[str, tuple[str, str]]:
-        """The conditions (type -> status, reason) the host's agents publish now."""
+    def shown(self, host: Host, storm_symptom: Symptom | None) -> dict[str, tuple[str, str, str]]:
+        """The conditions (type -> status, reason, message) the host's agents publish now."""
         shown = dict(self._always)
-        shown[READY] = self._healthy[READY] if host.ready else ("Unknown", "NodeStatusUnknown")
+        shown[READY] = self._healthy[READY] if host.ready else ("Unknown", "NodeStatusUnknown", "")
         if host.storm and storm_symptom is not None:
-            shown[storm_symptom.type] = (storm_symptom.status, storm_symptom.reason)
-        if host.fault is not None and host.fault.symptom is not None:
-            symptom = host.fault.symptom
-            shown[symptom.type] = (symptom.status, symptom.reason)
+            # A broken checker's false positives (not sticky: see docs/simulator.md).
+            shown[storm_symptom.type] = _kind(storm_symptom)
+        if self.profile.sticky:
+            for type_, finding in host.agent.reported.items():
+                shown[type_] = (finding.status, finding.reason, finding.message)
+            symptom = host.fault.symptom if host.fault is not None else None
+            if symptom is not None and not agents.agent_condition(symptom):
+                shown[symptom.type] = _kind(symptom)  # the control plane's verdict
+        elif host.fault is not None and host.fault.symptom is not None:
+            shown[host.fault.symptom.type] = _kind(host.fault.symptom)
         return shown
+
+    @property
+    def beating(self) -> frozenset[str]:
+        """Agent conditions written with `beating_until` (a `staleAfter` rule watches them)."""
+        return frozenset(t for t in self._always if t != READY)
+
+    def beat(self, host: Host, cluster: MemoryCluster) -> None:
+        """The host's agents re-send every condition unchanged: seen now, and those a
+        `staleAfter` rule watches beat on again until the end (after `hold_heartbeat`)."""
+        cluster.beat(host.name)
+        for type_ in sorted(self.beating):
+            status, reason, message = host.published.get(type_, self._healthy[type_])
+            cluster.set_condition(
+                host.name, type_, status, reason, message, beating_until=self._beat
+            )
+
+    def allocatable(self, host: Host) -> int:
+        """`nvidia.com/gpu` the device plugin advertises: capacity less the GPUs it marked."""
+        return max(0, self._spec.gpus_per_node - host.agent.marked_gpus)
 
     def publish(self, host: Host, storm_symptom: Symptom | None, cluster: MemoryCluster) -> bool:
         """Write the host's changed conditions to its Node; True when something changed."""
         shown = self.shown(host, storm_symptom)
         for type_ in host.published.keys() - shown.keys():
-            shown[type_] = self._healthy.get(type_, ("True", "Healthy"))  # the agent recovered
+            shown[type_] = self._healthy.get(type_, ("True", "Healthy", ""))  # healthy again
         changed = False
-        for type_, (status, reason) in shown.items():
-            if host.published.get(type_) != (status, reason):
-                message = "" if reason in ("Healthy", "KubeletReady") else f"Simulated {reason}."
+        for type_, value in shown.items():
+            if host.published.get(type_) != value:
+                status, reason, message = value
+                beats = not self.profile.sticky or type_ == READY or type_ in self._always
                 cluster.set_condition(
-                    host.name, type_, status, reason, message, beating_until=self._beat
+                    host.name,
+                    type_,
+                    status,
+                    reason,
+                    message,
+                    beating_until=self._beat if beats else None,
                 )
                 changed = True
         host.published = shown
+        if self.profile.sticky:
+            gpus = self.allocatable(host)
+            if host.published_gpus != gpus:
+                cluster.set_gpus(host.name, self._spec.gpus_per_node, gpus)
+                host.published_gpus = gpus
+                changed = True
         return changed
+
+
+def _kind(symptom: Symptom) -> tuple[str, str, str]:
+    """A condition as the kind agent (and the control plane) show it: the symptom as it is."""
+    return (symptom.status, symptom.reason, f"Simulated {symptom.reason}.")
 
 
 def _opposite(status: str) -> str:

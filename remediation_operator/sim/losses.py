@@ -42,7 +42,8 @@ class Stage(StrEnum):
     """The GPUReset step and the `escalateAfter` watch after it."""
     Reboot = "reboot"
     Validation = "validation"
-    """The Validate step after an in-place repair (a policy's `validation`)."""
+    """The verification after an in-place repair (a policy's `validation`): its RestartPods
+    step (the agent's and device plugin's pods restarted and back Ready), then Validate."""
     Diagnostics = "diagnostics"
     """The Diagnose step before Reboot or Replace (a policy's `diagnostics`)."""
     Replacement = "waiting for a replacement"
@@ -84,6 +85,7 @@ _STEP_STAGE: dict[Action, Stage] = {
     Action.Reboot: Stage.Reboot,
     Action.Replace: Stage.Replacement,
     Action.Diagnose: Stage.Diagnostics,
+    Action.RestartPods: Stage.Validation,
 }
 
 _BUDGET = frozenset({Reason.BudgetExhausted, Reason.BudgetInvalid, Reason.RateLimited})

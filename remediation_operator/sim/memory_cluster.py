@@ -272,6 +272,9 @@ class MemoryCluster:
         self._daemon_pods: dict[str, dict[str, _DaemonPod]] = {}
         """By node and daemon name: the daemon's pod there."""
         self._pod_serial = itertools.count(1)
+        self._starting: set[str] = set()
+        """Nodes with a recreated daemon pod whose process has not started yet (so that
+        `advance` and `next_due` need not look at every node's pods)."""
         self.restarts: Counter[tuple[str, str]] = Counter()
         """By (node, daemon name): how many times its pod there was deleted by the engine."""
         self._drain_attempted: set[str] = set()
@@ -405,6 +408,17 @@ class MemoryCluster:
         self._set_condition(obj, type_, status, reason, message, heartbeat, beating_until)
         self._touch(node)
 
+    def hold_heartbeat(self, node: str, types: Iterable[str], last_beat: datetime) -> None:
+        """The agents of `node` beat on their own period, not continuously: until the next
+        `beat`, the conditions `types` (set with `beating_until`) count as last seen at
+        `last_beat`, their agent's latest heartbeat (the simulator, after a repair)."""
+        live = self._live.get(node, {})
+        observed = self._observed.setdefault(node, {})
+        for type_ in types:
+            if live.pop(type_, None) is not None:
+                observed[type_] = last_beat
+        self._touch(node)
+
     def set_gpus(self, node: str, capacity: int, allocatable: int) -> None:
         """`nvidia.com/gpu` in the Node's status.capacity and status.allocatable, as the
         device plugin advertises them (fewer allocatable: GPUs it marked unhealthy)."""
@@ -457,6 +471,7 @@ class MemoryCluster:
         self._views.pop(node, None)
         self._pods.pop(node, None)
         self._daemon_pods.pop(node, None)
+        self._starting.discard(node)
         self._replacements.pop(node, None)
         claim = self._claim_of.pop(node, None)
         if claim is not None:
@@ -550,14 +565,17 @@ class MemoryCluster:
                 happened.append(f"{execution.action} on {execution.node}: {execution.progress}")
             if execution.progress is not Progress.InProgress:
                 self._pending.pop(key, None)
-        for node, pods in self._daemon_pods.items():
-            for pod in pods.values():
+        for node in sorted(self._starting):
+            pods = self._daemon_pods.get(node, {})
+            for pod in list(pods.values()):
                 if pod.started or pod.ready_at is None or pod.ready_at > now:
                     continue
                 pod.started = True
                 happened.append(f"{pod.daemon.name} restarted on {node}")
                 if pod.daemon.on_restart is not None:
                     pod.daemon.on_restart(node, now)
+            if all(p.started or p.ready_at is None for p in pods.values()):
+                self._starting.discard(node)
         for node, replacement in list(self._replacements.items()):
             if replacement.due is not None and replacement.due <= now:
                 self.delete_node(node)
@@ -596,8 +614,8 @@ class MemoryCluster:
         dues += [r.due for r in self._replacements.values() if r.due is not None]
         dues += [
             p.ready_at
-            for pods in self._daemon_pods.values()
-            for p in pods.values()
+            for node in self._starting
+            for p in self._daemon_pods.get(node, {}).values()
             if p.ready_at is not None and not p.started
         ]
         if self.heartbeat is not None and any(
@@ -862,6 +880,8 @@ class MemoryCluster:
             ready = None if daemon.ready_after is None else self.now + daemon.ready_after
             new = _DaemonPod(daemon, self._pod_name(daemon, node), self.now, ready, False)
             pods[name] = new
+            if ready is not None:
+                self._starting.add(node)
             self.restarts[(node, daemon.name)] += 1
             restarted = True
         self._count("restart_node_pods", node, restarted)

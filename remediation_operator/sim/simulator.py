@@ -37,15 +37,16 @@ from remediation_operator.domain.reasons import Reason
 from remediation_operator.domain.remediation import Phase, RemediationState
 from remediation_operator.engine import reconciler
 from remediation_operator.engine.reconciler import Reconciled
-from remediation_operator.sim import losses
+from remediation_operator.sim import agents, losses
 from remediation_operator.sim import report as reports
+from remediation_operator.sim.agents import AgentState
 from remediation_operator.sim.events import Agenda, Kind
 from remediation_operator.sim.faultmix import FIXING_ACTIONS, Cause, FaultMix, Symptom
 from remediation_operator.sim.fleetspec import FleetSpec
 from remediation_operator.sim.hosts import Host, HostFault, Publisher, node_name
 from remediation_operator.sim.jobs import Jobs
 from remediation_operator.sim.ledger import Ledger, Sample
-from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorder
+from remediation_operator.sim.memory_cluster import MemoryCluster, MemoryRecorder, NodeDaemon
 from remediation_operator.sim.timeline import Timeline
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
@@ -131,6 +132,7 @@ class Simulation:
         self._rng_storms = random.Random(f"{seed}:storms")
         self._rng_actions = random.Random(f"{seed}:actions")
         self._rng_jobs = random.Random(f"{seed}:jobs")
+        self._rng_agents = random.Random(f"{seed}:agents")
         symptoms: list[Symptom] = [
             s.symptom for c in mix.causes for s in c.signals if s.symptom is not None
         ]
@@ -152,6 +154,7 @@ class Simulation:
         self._storm_symptoms: dict[int, Symptom] = {}
         self._storm_hosts: dict[int, list[int]] = {}
         self._wake_at: float | None = None
+        self._pods_due: datetime | None = None
         self._same_instant = 0
         self._last_reconcile_at = -1.0
         self._retention = self._retention_for(policy)
@@ -224,6 +227,19 @@ class Simulation:
     # Setup -------------------------------------------------------------------------------------
 
     def _build_fleet(self) -> None:
+        profile = self.fleet.agent
+        if profile.daemon is not None:
+            # The agent's and the device plugin's pods, which the operator may restart.
+            for daemon, agent in ((profile.daemon, True), (agents.DEVICE_PLUGIN, False)):
+                self.cluster.add_daemon(
+                    NodeDaemon(
+                        daemon.namespace,
+                        daemon.name,
+                        dict(daemon.labels),
+                        ready_after=timedelta(seconds=agents.POD_START),
+                        on_restart=self._pod_restarted(agent),
+                    )
+                )
         for slot in range(self.fleet.nodes):
             host = Host(
                 slot=slot,
@@ -293,6 +309,13 @@ class Simulation:
         elif kind is Kind.Sample:
             self.samples.append(self.ledger.sample(self.now))
             self.agenda.push(self.now + self._sample_every, Kind.Sample)
+        elif kind is Kind.AgentBeat:
+            await self._agent_beat(arg, token)
+        elif kind is Kind.AgentFinds:
+            await self._agent_finds(arg, token)
+        elif kind is Kind.PodsStart:
+            self._pods_due = None
+            await self._reconcile(())  # advancing the cluster starts them (`restart_pods`)
 
     def _schedule_fault(self, after: float) -> None:
         if self._rate > 0:
@@ -313,6 +336,19 @@ class Simulation:
         host = self.hosts[slot]
         self._log("fault", host.name, f"{cause.name} ({symptom.reason if symptom else 'silent'})")
         self._interrupt(slot, by_remediation=False)
+        # A second finding on a host that has a fault: the world keeps the first (a
+        # simplification), but a real agent reports it too, and its reason wins.
+        second = cause.persistent and host.present and host.fault is not None
+        if (
+            second
+            and not host.rebooting
+            and agents.report(self.fleet.agent, host.agent, symptom)
+            and self._publish(host)
+        ):
+            self._refresh(host)
+            self._dispatch()
+            await self._reconcile((host.name,))
+            return
         if not cause.persistent or not host.present or host.fault is not None or host.rebooting:
             self._dispatch()
             return
@@ -339,6 +375,7 @@ class Simulation:
         )
         host.fault = fault
         host.tried.clear()
+        agents.report(self.fleet.agent, host.agent, symptom)
         if host.fault_since is None:
             host.fault_since = self.now
         if fault.clears_at is not None:
@@ -367,6 +404,11 @@ class Simulation:
                 self._log("manual-repair", host.name, "a human repaired the host")
             else:
                 self._log("fault-cleared", host.name, "the transient fault ended")
+        if manual and host.present:
+            # The human's repair (a part swapped, the machine power-cycled) restarts the
+            # node's agent and device plugin; a transient fault that ended leaves what a real
+            # agent reported on the Node.
+            self._restart_agents(host, device_plugin=True)
         if manual and host.unschedulable and host.name not in self.active and host.present:
             # The human who repaired a node left cordoned for them returns it to service.
             self.cluster.advance(self.moment)
@@ -504,6 +546,16 @@ class Simulation:
             host.published.pop("Ready", None)
         fixed = self._judge(host, action)
         self._log("action-done", host.name, f"{action} {'fixed the fault' if fixed else 'done'}")
+        if action is Action.Reboot:
+            # Every pod restarted with the node, the agent's and the device plugin's too: the
+            # agent writes healthy at start and finds a fault the reboot did not fix at its
+            # next check (`agentRedetect`).
+            self._restart_agents(host, device_plugin=True)
+            if self.fleet.agent.sticky:
+                self.publisher.beat(host, self.cluster)  # the agents start and write
+        elif self.fleet.agent.sticky:
+            # Nothing on the Node changed: the operator waits for the agent's next re-send.
+            self._schedule_beat(host)
         self._publish(host)
         self._refresh(host)
         self._dispatch()
@@ -549,6 +601,9 @@ class Simulation:
         host.boot = 0
         host.present = True
         host.replacing = False
+        host.agent = AgentState()
+        host.agent_since = self.now
+        host.published_gpus = None
         host.unschedulable = False
         host.quarantined = False
         self._log("node-joined", host.name, "a replacement machine registered")
@@ -574,6 +629,11 @@ class Simulation:
             self._same_instant = 0
             self._last_reconcile_at = self.now
         self._absorb(result, focus)
+        due = self.cluster.next_due()
+        if due is not None and due != self._pods_due:
+            # Pods the engine deleted (`validation.restartPods`) start at this instant.
+            self._pods_due = due
+            self.agenda.push(max((due - self.start).total_seconds(), self.now), Kind.PodsStart)
         if self.observer is not None:
             self.observer(self, result)
         self._dispatch()
@@ -687,6 +747,82 @@ class Simulation:
             self._later(host, Work.MachineGone, gone)
             self._later(host, Work.SuccessorJoins, back)
 
+    # The node agents (sim/agents.py) ----------------------------------------------------------
+
+    def _restart_agents(
+        self, host: Host, *, agent: bool = True, device_plugin: bool, redetect: bool = True
+    ) -> None:
+        """The host's agent (and device plugin) restarted: it writes healthy at start and
+        forgets what it reported (NPD replays its lookback); with `redetect`, a fault still
+        present is found again after the fleet's `agentRedetect` (its next check)."""
+        profile = self.fleet.agent
+        if not profile.sticky:
+            return
+        fault = host.fault
+        if agent:
+            age = self.now - fault.started_at if fault is not None else None
+            agents.restart_agent(
+                profile, host.agent, fault.symptom if fault is not None else None, age
+            )
+            host.agent_since = self.now
+        if device_plugin:
+            agents.restart_device_plugin(host.agent)
+        if redetect and fault is not None and fault.symptom is not None:
+            took = self.fleet.agent_redetect.draw(self._rng_agents).total_seconds()
+            self.agenda.push(self.now + took, Kind.AgentFinds, host.slot, fault.id)
+
+    async def _agent_finds(self, slot: int, fault_id: int) -> None:
+        host = self.hosts[slot]
+        fault = host.fault
+        if fault is None or fault.id != fault_id or not host.present or host.rebooting:
+            return
+        changed = agents.report(self.fleet.agent, host.agent, fault.symptom)
+        self._log("agent-finds", host.name, "the fault is reported again")
+        if changed and self._publish(host):
+            self._refresh(host)
+            await self._reconcile((host.name,))
+
+    def _schedule_beat(self, host: Host) -> None:
+        """Nothing the agents show changed: the operator sees the conditions again at their
+        next heartbeat (each host beats on its own phase of `agents.HEARTBEAT`), and until
+        then as last seen at the previous one."""
+        period = agents.HEARTBEAT
+        phase = (host.slot * 7919) % int(period)
+        last = phase + period * math.floor((self.now - phase) / period)
+        self.cluster.hold_heartbeat(
+            host.name, self.publisher.beating, self.start + timedelta(seconds=last)
+        )
+        self.agenda.push(last + period, Kind.AgentBeat, host.slot, host.incarnation)
+
+    async def _agent_beat(self, slot: int, incarnation: int) -> None:
+        host = self.hosts[slot]
+        if host.incarnation != incarnation or not host.present:
+            return
+        if host.rebooting:  # no agent runs: it beats again when the node is back
+            return
+        self.cluster.advance(self.moment)
+        self.publisher.beat(host, self.cluster)
+        await self._reconcile((host.name,))
+
+    def _pod_restarted(self, agent: bool) -> Callable[[str, datetime], None]:
+        def restarted(node: str, _at: datetime) -> None:
+            self.restart_pods(node, agent=agent, device_plugin=not agent)
+
+        return restarted
+
+    def restart_pods(self, node: str, *, agent: bool, device_plugin: bool) -> None:
+        """The agent's or the device plugin's pod the operator deleted on `node` (the policy's
+        verification after a repair, D71) started again: a new process, which writes at start
+        (the EKS agent: healthy; the plugin: every GPU healthy) and finds a fault still
+        present at its next check."""
+        host = self.host(node)
+        if host is None or not host.present:
+            return
+        self._restart_agents(host, agent=agent, device_plugin=device_plugin)
+        self._log("pod-restarted", host.name, "agent" if agent else "device plugin")
+        self._publish(host)
+        self._refresh(host)
+
     def _breakers(self, groups: frozenset[str]) -> None:
         """Count breaker openings and integrate the time breakers stay open."""
         for group in sorted(groups - self._open_groups):
@@ -719,6 +855,7 @@ class Simulation:
         if not host.present:
             return False
         symptom = self._storm_symptoms.get(host.storm) if host.storm else None
+        self.cluster.advance(self.moment)  # a write is seen when it happens
         changed = self.publisher.publish(host, symptom, self.cluster)
         if host.symptomatic:
             self._symptomatic.add(host.name)

@@ -67,7 +67,8 @@ def test_default_gpu_policy_reads_as_written() -> None:
     assert policy.budgets[1].schedule == "0 9 * * 1-5"
     assert policy.budgets[1].duration == timedelta(hours=8)
     assert policy.budgets[1].actions == frozenset({Action.Replace})
-    assert policy.rate == domain.Rate(max=5, per=timedelta(hours=1))
+    assert policy.rate == domain.Rate(max=10, per=timedelta(hours=1))
+    assert policy.recovery.healthy_for == timedelta(minutes=5)
     assert policy.circuit_breaker == domain.CircuitBreaker(
         "20%", 5, timedelta(minutes=15), "topology.kubernetes.io/zone"
     )

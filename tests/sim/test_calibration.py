@@ -36,6 +36,8 @@ def test_without_the_jobs_own_exclusion_a_bad_host_crashes_the_job_again_and_aga
     fleet = fleetspec.load(FLEET)
     assert fleet.jobs is not None
     blind = replace(fleet, jobs=replace(fleet.jobs, exclude_after_crashes=None))
-    run = Simulation(policy, mix=faultmix.load(None), fleet=blind, days=54, seed=1)
+    # Half the run is enough to show it (and keeps the suite quick): more than the upper bound
+    # of the calibration band pro rata.
+    run = Simulation(policy, mix=faultmix.load(None), fleet=blind, days=27, seed=1)
     report = asyncio.run(run.run()).report
-    assert report.job_interruptions > 466 * 1.2
+    assert report.job_interruptions > 466 * 1.2 / 2

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from remediation_operator.sim import fleetspec
+from remediation_operator.sim.agents import AgentProfile
 from remediation_operator.sim.spec import SpecError
 
 
@@ -63,6 +64,8 @@ def test_jobs_can_be_switched_off() -> None:
         ({"jobs": {"length": "0s"}}, "jobs.length", "longer than 0s"),
         ({"storms": {"meanInterval": "soon"}}, "storms.meanInterval", "not a duration"),
         ({"jobs": {"excludeAfterCrashes": 0}}, "jobs.excludeAfterCrashes", "at least 1"),
+        ({"agent": "nvidia"}, "agent", "one of eks, npd, kind"),
+        ({"agentRedetect": "soon"}, "agentRedetect", "not a duration"),
     ],
 )
 def test_a_bad_fleet_names_the_field(data: dict[str, Any], field: str, words: str) -> None:
@@ -75,6 +78,12 @@ def test_a_bad_fleet_names_the_field(data: dict[str, Any], field: str, words: st
 def test_the_shipped_default_fleet_file_is_the_default() -> None:
     shipped = fleetspec.DATA / "fleet-llama3.yaml"
     assert fleetspec.load(shipped) == fleetspec.FleetSpec()
+
+
+def test_the_agents_are_the_real_ones_unless_a_fleet_asks_for_the_kind_one() -> None:
+    assert fleetspec.parse({}).agent is AgentProfile.eks
+    assert fleetspec.parse({"agent": "npd"}).agent is AgentProfile.npd
+    assert fleetspec.parse({"agent": "kind"}).agent is AgentProfile.kind
 
 
 def test_the_shipped_storm_fleet_has_storms() -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from remediation_operator.domain import matching
 from remediation_operator.domain.policy import Policy
+from remediation_operator.sim.agents import AgentProfile
 from remediation_operator.sim.faultmix import Cause, FaultMix, Symptom
 from remediation_operator.sim.fleetspec import FleetSpec
 from remediation_operator.sim.hosts import Host, HostFault, Publisher
@@ -15,9 +16,12 @@ START = datetime(2026, 1, 5, tzinfo=UTC)
 XID62 = Symptom("AcceleratedHardwareReady", "False", "NvidiaXID62Error")
 
 
-def _setup(policy: Policy, mix: FaultMix) -> tuple[Publisher, MemoryCluster, Host]:
+def _setup(
+    policy: Policy, mix: FaultMix, fleet: FleetSpec | None = None
+) -> tuple[Publisher, MemoryCluster, Host]:
     symptoms = [s.symptom for c in mix.causes for s in c.signals if s.symptom is not None]
-    publisher = Publisher(FleetSpec(), symptoms, [policy], START, START + timedelta(days=400))
+    fleet = fleet if fleet is not None else FleetSpec()
+    publisher = Publisher(fleet, symptoms, [policy], START, START + timedelta(days=400))
     cluster = MemoryCluster(START)
     host = Host(slot=0, name="gpu-00000", zone="zone-a", created_at=-86400.0 * 30)
     cluster.add_node(host.name, labels=publisher.labels(host), created_at=publisher.created(host))
@@ -44,10 +48,10 @@ def test_a_healthy_node_shows_no_fault_even_to_staleness_rules(
     assert view.labels["nvidia.com/gpu.present"] == "true"
 
 
-def test_a_fault_shows_its_symptom_and_clears_back_to_healthy(
+def test_the_kind_agent_shows_a_fault_and_clears_back_to_healthy_with_it(
     graduated: Policy, mix: FaultMix
 ) -> None:
-    publisher, cluster, host = _setup(graduated, mix)
+    publisher, cluster, host = _setup(graduated, mix, FleetSpec(agent=AgentProfile.kind))
     host.fault = HostFault(1, _cause(mix, "faulty-gpu"), XID62, started_at=0.0)
     assert publisher.publish(host, None, cluster)
     found = matching.match(cluster.views()[host.name], graduated.faults, START)

@@ -17,6 +17,7 @@ from remediation_operator.domain.policy import (
     Fault,
     OnExhausted,
     Policy,
+    Rate,
     Step,
 )
 from remediation_operator.engine.reconciler import Reconciled
@@ -71,7 +72,10 @@ def test_promises_hold_at_every_decision_under_a_heavy_fault_load(
         storms=StormSpec(mean_interval=timedelta(days=5), fraction=0.4),
     )
     checker = invariants.Checker()
-    result = simulate(graduated, mix, fleet, days=20, checker=checker)
+    # The default policy's rate (10 steps an hour, D80) leaves this small fleet unthrottled: a
+    # tighter one makes sure the rate gate is exercised too.
+    policy = replace(graduated, rate=Rate(max=3, per=timedelta(hours=1)))
+    result = simulate(policy, mix, fleet, days=20, checker=checker)
     report = result.report
     assert checker.checks > 500
     assert report.actions[Action.Replace.value] > 0
