@@ -66,10 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--device-plugin-marks",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="play the NVIDIA device plugin's health check: a critical XID takes a GPU off"
-        " allocatable nvidia.com/gpu until the plugin restarts (a reboot, or the annotation"
-        " sandbox.gpuops.io/restart-device-plugin; docs/emulator.md)",
+        " allocatable nvidia.com/gpu until the plugin restarts (its pod deleted, a reboot, or"
+        " the annotation sandbox.gpuops.io/restart-device-plugin; docs/emulator.md); default:"
+        " on with the eks and npd agents, off with kind",
     )
     parser.add_argument("--log-level", default="warning", help="python log level (default warning)")
 

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 INJECT = "sandbox.gpuops.io/inject-fault"
 RESTART_DEVICE_PLUGIN = "sandbox.gpuops.io/restart-device-plugin"
-"""Any value: the node's device plugin restarts (with `FleetConfig.device_plugin_marks`, the
+"""Any value: the node's device plugin restarts (with `FleetConfig.marks_gpus`, the
 GPUs it marked unhealthy are advertised again); the agent removes the annotation."""
 INJECT_ERROR = "sandbox.gpuops.io/inject-fault-error"
 """Set by the agent when an injection annotation named no known fault class."""
@@ -110,7 +110,7 @@ class NodeAgent:
             self._now(),
             sticky=profile == "eks",
             npd=profile == "npd",
-            device_plugin=self._config.device_plugin_marks,
+            device_plugin=self._config.marks_gpus,
         )
 
     def inject(self, node: str, fault: str) -> None:

@@ -94,12 +94,13 @@ class FleetConfig:
     condition follows the hardware, a repair that worked clears it at once; docs/emulator.md)."""
     npd_lookback: float = 300.0
     """node-problem-detector's kmsg `lookback` on restart (stock config: 5m)."""
-    device_plugin_marks: bool = False
+    device_plugin_marks: bool | None = None
     """Play the NVIDIA device plugin's health check: a critical XID marks one GPU unhealthy
     for the life of the plugin process, so the Node's allocatable `nvidia.com/gpu` drops by
-    one and stays so across a GPU reset, until the plugin restarts (a reboot, or the Node
-    annotation `sandbox.gpuops.io/restart-device-plugin`; docs/emulator.md). Off by default:
-    every repaired node would then wait for that restart."""
+    one and stays so across a GPU reset, until the plugin restarts (its pod deleted, a
+    reboot, or the Node annotation `sandbox.gpuops.io/restart-device-plugin`;
+    docs/emulator.md). None (the default): on with the real agents' profiles (`eks`, `npd`),
+    as on a real node, off with `kind`."""
     workers: int = 4
     """Concurrent reconciles per controller."""
     http_concurrency: int = 32
@@ -115,6 +116,8 @@ class FleetConfig:
                     )
                 continue
             if f.name in _FLAGS:
+                if f.name == "device_plugin_marks" and value is None:
+                    continue
                 if not isinstance(value, bool):
                     raise ConfigError(f"fleet config {f.name}: expected true or false")
                 continue
@@ -145,6 +148,14 @@ class FleetConfig:
         """Is this Node or NodeClaim one the fleet plays the machinery for?"""
         labels = obj.get("metadata", {}).get("labels") or {}
         return self.adopt_all_nodes or labels.get(EMULATED_LABEL) == "true"
+
+    @property
+    def marks_gpus(self) -> bool:
+        """Whether the device plugin's unhealthy marks are played (`device_plugin_marks`, by
+        default with the real agents' profiles)."""
+        if self.device_plugin_marks is None:
+            return self.agent != "kind"
+        return self.device_plugin_marks
 
     def with_(self, **changes: float | int | bool | str | None) -> FleetConfig:
         """A copy with some fields changed (validated again)."""
