@@ -84,14 +84,14 @@ async def test_a_node_relabelled_out_of_the_selector_is_given_back(cluster: Clus
         what="our annotations removed",
     )
     assert not (cluster.node(node) or {}).get("spec", {}).get("unschedulable")
-    name = cluster.remediation(node)["metadata"]["name"]  # type: ignore[index]
-    # A plan's Events are applied after its other effects (and retried apart from them): the
-    # Event may follow the release by a moment.
+    # The Event is posted after the node's writes: under load it can trail them (D78).
+    incident = (cluster.remediation(node) or {})["metadata"]["name"]
     await eventually(
         lambda: (
-            "NodeUnselected" in cluster.event_reasons(node, "Node") | cluster.event_reasons(name)
+            "NodeUnselected"
+            in cluster.event_reasons(node, "Node") | cluster.event_reasons(incident)
         ),
-        what="the NodeUnselected Event",
+        what="a NodeUnselected Event",
     )
 
 
