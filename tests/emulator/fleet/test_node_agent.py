@@ -314,3 +314,29 @@ def test_report_intervals_scale_with_the_speed_profile_only() -> None:
     assert DEMO.with_(agent="eks").report_interval() == 3.0
     assert FAST.with_(agent="eks").report_interval() == 0.05
     assert REALISTIC.with_(agent="kind").report_interval() == 0.0
+
+
+def advertised(api: ApiServer, node: str) -> str | None:
+    found: str | None = (api.store.get("nodes", node)["status"].get("allocatable") or {}).get(
+        "nvidia.com/gpu"
+    )
+    return found
+
+
+async def test_the_real_agents_fleet_plays_the_device_plugins_marks_by_default(
+    api: ApiServer, gpus: Fleet
+) -> None:
+    """Issue 21: the device plugin's unhealthy mark is part of the real world by default: a
+    critical XID takes a GPU off allocatable (NVIDIA/k8s-device-plugin internal/rm/health.go)."""
+    gpus.inject("gpu-0001", "xid-79")
+    await eventually(lambda: advertised(api, "gpu-0001") == "7", what="one GPU off allocatable")
+    assert advertised(api, "gpu-0000") == "8"
+
+
+async def test_the_kind_agents_fleet_marks_no_gpu(api: ApiServer, kind_gpus: Fleet) -> None:
+    kind_gpus.inject("gpu-0001", "xid-79")
+    await eventually(
+        lambda: condition(api, "gpu-0001", "AcceleratedHardwareReady")["status"] == "False",
+        what="the fault shown",
+    )
+    assert advertised(api, "gpu-0001") == "8"
