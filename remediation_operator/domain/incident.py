@@ -378,32 +378,12 @@ def _after_step(
     if restarting.not_back(state):
         # Restarted pods did not come back: no verdict on the repair, held like a
         # validation that could not run (D53, D71), unless the fault is reported again.
-        if not gates.fresh_evidence(ctx, state, node, found):
-            return replace(
-                state,
-                phase=Phase.Blocked,
-                reason=Reason.NodePodsNotBack,
-                next_check_at=ctx.fallback(state, Reason.NodePodsNotBack),
-            ), True
-        nxt = ladder.next_after(fault.ladder, validation.reached(state), skip_to(ctx, state))
-        if nxt is None:
-            return exhausted(ctx, state, fault, found), True
-        return start(ctx, state, node, fault, found, nxt, escalating=True)
+        return _no_verdict(ctx, state, node, fault, found, Reason.NodePodsNotBack)
     caught = validation.caught(state)
     if validation.not_run(state):
         # The validation gave no verdict: the node stays cordoned for a human (D53). Only
         # the fault's own return, as fresh evidence, moves the ladder on from the repair.
-        if not gates.fresh_evidence(ctx, state, node, found):
-            return replace(
-                state,
-                phase=Phase.Blocked,
-                reason=Reason.ValidationNotRun,
-                next_check_at=ctx.fallback(state, Reason.ValidationNotRun),
-            ), True
-        nxt = ladder.next_after(fault.ladder, validation.reached(state), skip_to(ctx, state))
-        if nxt is None:
-            return exhausted(ctx, state, fault, found), True
-        return start(ctx, state, node, fault, found, nxt, escalating=True)
+        return _no_verdict(ctx, state, node, fault, found, Reason.ValidationNotRun)
     if found is None and not caught and following.unverified(ctx, state):
         # The fault reads absent after a repair that was not verified (it failed, or was
         # interrupted): an active check decides, not the condition alone (D59).
@@ -472,6 +452,30 @@ def _after_step(
                 message=message,
                 next_check_at=due,
             ), True
+    if nxt is None:
+        return exhausted(ctx, state, fault, found), True
+    return start(ctx, state, node, fault, found, nxt, escalating=True)
+
+
+def _no_verdict(
+    ctx: Context,
+    state: RemediationState,
+    node: NodeView,
+    fault: Fault,
+    found: matching.Match | None,
+    reason: Reason,
+) -> tuple[RemediationState, bool]:
+    """A check after the repair gave no verdict (`reason`: the validation did not run, or the
+    restarted pods are not back): hold the node, cordoned, until the fault is reported again
+    as fresh evidence, which moves the ladder on from the repair (D53, D71)."""
+    if not gates.fresh_evidence(ctx, state, node, found):
+        return replace(
+            state,
+            phase=Phase.Blocked,
+            reason=reason,
+            next_check_at=ctx.fallback(state, reason),
+        ), True
+    nxt = ladder.next_after(fault.ladder, validation.reached(state), skip_to(ctx, state))
     if nxt is None:
         return exhausted(ctx, state, fault, found), True
     return start(ctx, state, node, fault, found, nxt, escalating=True)

@@ -232,7 +232,11 @@ async def test_pods_that_never_come_back_hold_the_node(cluster: Cluster) -> None
     status = (cluster.remediation(node) or {})["status"]
     assert status["phase"] == "Blocked"
     assert "training/app=by-hand" in steps(cluster, node)[-1]["message"]
-    assert "NodePodsNotBack" in cluster.event_reasons(node, "Node")
+    # A plan's Events are applied after its status write: the Warning may trail it.
+    await eventually(
+        lambda: "NodePodsNotBack" in cluster.event_reasons(node, "Node"),
+        what="a NodePodsNotBack Event",
+    )
     await stays(
         lambda: (
             reason(cluster, node) == "NodePodsNotBack"

@@ -31,6 +31,7 @@ daemonset` in the fleet's device-plugin namespace, gpu-operator/assets/state-dev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,10 @@ from remediation_emulator.fleet.node_program import DEVICE_PLUGIN_LABEL
 from remediation_emulator.fleet.placement import ByNode
 
 log = logging.getLogger(__name__)
+
+_TRANSIENT = frozenset({409, 429, 500, 502, 503, 504})
+"""Statuses a retry may get past: a conflict (not AlreadyExists, which `create_or_get` takes),
+throttling, a server error."""
 
 
 @dataclass(frozen=True)
@@ -224,14 +229,27 @@ class NodeDaemons:
         await self.controller.run()
 
     async def _install(self) -> None:
-        if not await serves(self._client, resources.DAEMONSETS):
-            return
-        for kind, daemon in self._daemons.items():
-            namespace = manifests.namespace(daemon.namespace)
-            await create_or_get(self._client, resources.NAMESPACES, namespace)
-            self._owners[kind] = await create_or_get(
-                self._client, resources.DAEMONSETS, daemonset(daemon), daemon.namespace
-            )
+        """Create the namespaces and DaemonSets, retrying what a busy or faulty API server
+        refuses for a while (a conflict, throttling, a 5xx: the fault injector plays them),
+        as a controller's requeue would; anything else is a bug and raised."""
+        delay = 0.05
+        while True:
+            try:
+                if not await serves(self._client, resources.DAEMONSETS):
+                    return
+                for kind, daemon in self._daemons.items():
+                    namespace = manifests.namespace(daemon.namespace)
+                    await create_or_get(self._client, resources.NAMESPACES, namespace)
+                    self._owners[kind] = await create_or_get(
+                        self._client, resources.DAEMONSETS, daemonset(daemon), daemon.namespace
+                    )
+                return
+            except ApiError as error:
+                if error.status not in _TRANSIENT:
+                    raise
+                log.info("installing the node daemons: %s; retrying in %.2fs", error, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _reconcile(self, key: str) -> float | None:
         if key.startswith(BIND_PREFIX):
